@@ -1,0 +1,25 @@
+"""LifeStack: a small, deterministic simulation of life conflicts for RL fine-tuning.
+
+Importable without torch. See docs/lifestack.md for the model of the world and
+docs/rewards.md for how actions are scored.
+"""
+
+from .actions import ACTION_TYPES, LifeStackAction, parse_action
+from .conflicts import ConflictEvent, escalate_conflict, generate_conflict, get_conflict, load_templates
+from .env import EpisodeState, LifeStackEnv, Observation, initial_state
+try:
+    from .feedback import FeedbackStore, OutcomeFeedback
+except ImportError:  # TEMP
+    pass
+from .generator import TaskGenerator
+from .graph import DependencyGraph
+from .metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, LifeMetrics, ResourceBudget, goodness
+from .tasks import ExoEvent, Milestone, Route, Task
+
+__all__ = [
+    "ACTION_TYPES", "ConflictEvent", "DOMAIN_NAMES", "DependencyGraph", "EpisodeState", "ExoEvent",
+    "FeedbackStore", "INVERTED_METRICS", "LifeMetrics", "LifeStackAction", "LifeStackEnv", "METRIC_PATHS",
+    "Milestone", "Observation", "OutcomeFeedback", "ResourceBudget", "Route", "Task", "TaskGenerator",
+    "escalate_conflict", "generate_conflict", "get_conflict", "goodness", "initial_state", "load_templates",
+    "parse_action",
+]

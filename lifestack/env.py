@@ -1,0 +1,391 @@
+"""LifeStackEnv: a thin, deterministic layer over the pure pieces of the package.
+
+``reset`` builds the pre-crisis life, applies the task's and the conflict's disruptions
+through the dependency graph, and returns an :class:`Observation`. ``step`` takes a
+:class:`LifeStackAction` (or text / a dict, parsed with :func:`parse_action`). Same seed
+and same actions give identical observations, rewards and infos.
+
+``snapshot()`` returns a small JSON-safe dict of the episode state and ``restore(task,
+snapshot)`` rebuilds it exactly, which is how the trainer's reward code recreates the
+state a prompt was written from.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .actions import LifeStackAction, parse_action
+from .conflicts import ConflictEvent
+from .graph import DEFAULT_GRAPH, DependencyGraph
+from .metrics import DEFAULT_METRIC_VALUE, METRIC_PATHS, RESOURCE_NAMES, clamp_metric, domain_of, goodness, goodness_delta
+from .reward import P_INVALID_ACTION, StepOutcome, reasoning_coherence, task_reward, words_of
+from .tasks import Task, all_hold, any_holds, condition_holds, missing_task_fields
+
+# --- the economics of an action ----------------------------------------------------------
+# Claimed improvements are only real when paid for: each resource buys goodness points.
+FREE_EFFECT = 2.0  # points any action may claim for free (a phone call, a decision)
+POINTS_PER_HOUR = 2.0
+POINTS_PER_DOLLAR = 1.0 / 50.0
+POINTS_PER_ENERGY = 0.4
+# Paying also costs the life: money drains liquidity, hours drain free time, energy drains
+# physical energy. These are applied as ordinary metric changes.
+LIQUIDITY_PER_DOLLAR = 1.0 / 100.0
+FREE_HOURS_PER_HOUR = 0.5
+ENERGY_METRIC_PER_UNIT = 0.2
+MAX_INTRINSIC = 12.0  # cap on any one intrinsic cost, in raw points
+REST_ENERGY_PER_HOUR = 5.0  # rest recovers at most this much energy per hour rested
+CASCADE_TRIGGER = 6.0  # applied changes at least this large spread through the graph
+SNAPSHOT_VERSION = 1
+
+
+@dataclass
+class Observation:
+    metrics: dict[str, float]
+    resources: dict[str, float]
+    step: int
+    done: bool
+    reward: float
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EpisodeState:
+    seed: int
+    metrics: dict[str, float]
+    resources: dict[str, float]
+    budget: dict[str, float]  # the starting budget (efficiency and rest caps use it)
+    world: dict[str, Any]
+    hidden: dict[str, Any]
+    step: int = 0
+    route_progress: dict[str, list[str]] = field(default_factory=dict)
+    closed_routes: list[str] = field(default_factory=list)
+    milestones: list[str] = field(default_factory=list)
+    events_fired: list[str] = field(default_factory=list)
+    done: bool = False
+    outcome: str = "running"  # running | success | failure | timeout
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "v": SNAPSHOT_VERSION,
+            "seed": self.seed,
+            "metrics": {p: round(v, 4) for p, v in self.metrics.items()},
+            "resources": {k: round(v, 4) for k, v in self.resources.items()},
+            "budget": dict(self.budget),
+            "world": dict(self.world),
+            "hidden": dict(self.hidden),
+            "step": self.step,
+            "route_progress": {k: list(v) for k, v in self.route_progress.items()},
+            "closed_routes": list(self.closed_routes),
+            "milestones": list(self.milestones),
+            "events_fired": list(self.events_fired),
+            "done": self.done,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "EpisodeState":
+        if d.get("v") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported snapshot version {d.get('v')!r}")
+        metrics = {p: float(d["metrics"][p]) for p in METRIC_PATHS}
+        resources = {k: float(d["resources"][k]) for k in RESOURCE_NAMES}
+        return cls(
+            seed=int(d["seed"]),
+            metrics=metrics,
+            resources=resources,
+            budget={k: float(d["budget"][k]) for k in RESOURCE_NAMES},
+            world=dict(d["world"]),
+            hidden=dict(d["hidden"]),
+            step=int(d["step"]),
+            route_progress={str(k): list(v) for k, v in d["route_progress"].items()},
+            closed_routes=list(d["closed_routes"]),
+            milestones=list(d["milestones"]),
+            events_fired=list(d["events_fired"]),
+            done=bool(d["done"]),
+            outcome=str(d["outcome"]),
+        )
+
+    def clone(self) -> "EpisodeState":
+        return EpisodeState(
+            self.seed, dict(self.metrics), dict(self.resources), self.budget, dict(self.world), dict(self.hidden),
+            self.step, {k: list(v) for k, v in self.route_progress.items()}, list(self.closed_routes),
+            list(self.milestones), list(self.events_fired), self.done, self.outcome,
+        )
+
+
+def initial_state(task: Task, conflict: ConflictEvent | None, seed: int, graph: DependencyGraph = DEFAULT_GRAPH) -> EpisodeState:
+    """The pre-action state: a 70-everywhere life hit by the task's and conflict's disruptions."""
+    metrics = dict.fromkeys(METRIC_PATHS, DEFAULT_METRIC_VALUE)
+    disruption: dict[str, float] = dict(task.domain_metadata.get("disruption", {}))
+    if conflict is not None:
+        for path, delta in conflict.primary_disruption.items():
+            disruption[path] = disruption.get(path, 0.0) + delta
+    metrics = graph.cascade(metrics, disruption).values
+    budget = {k: float(task.constraints["budget"][k]) for k in RESOURCE_NAMES}
+    return EpisodeState(
+        seed=seed, metrics=metrics, resources=dict(budget), budget=budget,
+        world=dict(task.mutable_world), hidden=dict(task.hidden_state),
+    )
+
+
+def event_roll(seed: int, event_id: str) -> float:
+    """The episode's deterministic roll for one event (stable across processes)."""
+    return random.Random(f"{seed}:{event_id}").random()
+
+
+def route_words(task: Task) -> dict[str, frozenset[str]]:
+    return {r.id: frozenset(w for w in words_of(r.id + " " + r.name) if len(w) > 3) for r in task.viable_routes}
+
+
+class LifeStackEnv:
+    """Gymnasium-flavoured environment over a :class:`Task`.
+
+    ``reset(seed=..., task=..., conflict=..., options=...)`` starts an episode;
+    ``step(action)`` returns an :class:`Observation` whose ``metadata`` holds
+    ``breakdown`` (every reward component and fired penalty by name), ``info`` (messages
+    in plain words), ``events`` (fired this step) and ``outcome``.
+    """
+
+    def __init__(self, graph: DependencyGraph = DEFAULT_GRAPH) -> None:
+        self.graph = graph
+        self.task: Task | None = None
+        self.state: EpisodeState | None = None
+        self._route_words: dict[str, frozenset[str]] = {}
+
+    # -- episode control -------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, task: Task | None = None, conflict: ConflictEvent | None = None,
+              options: Mapping[str, Any] | None = None) -> Observation:
+        options = dict(options or {})
+        seed = 0 if seed is None else int(seed)
+        if task is None:
+            from .generator import TaskGenerator
+
+            task = TaskGenerator().generate(options.get("domain", "flight_crisis"), int(options.get("difficulty", 1)), seed)
+        missing = missing_task_fields(task)
+        if missing:
+            raise ValueError(f"task {getattr(task, 'id', '?')!r} lacks required fields: {', '.join(missing)}")
+        self._set_task(task)
+        self.state = initial_state(task, conflict, seed, self.graph)
+        return self._observation(0.0, {}, ["episode started"], [])
+
+    def restore(self, task: Task, snapshot: Mapping[str, Any] | EpisodeState) -> Observation:
+        """Continue from a snapshot taken with :meth:`snapshot` on the same task."""
+        self._set_task(task)
+        self.state = snapshot.clone() if isinstance(snapshot, EpisodeState) else EpisodeState.from_dict(snapshot)
+        return self._observation(0.0, {}, ["state restored"], [])
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._require_state().to_dict()
+
+    def _set_task(self, task: Task) -> None:
+        if task is not self.task:
+            self.task = task
+            self._route_words = route_words(task)
+
+    def _require_state(self) -> EpisodeState:
+        if self.state is None or self.task is None:
+            raise RuntimeError("call reset() before step()")
+        return self.state
+
+    # -- queries used by prompts and policies ------------------------------------------
+    def open_routes(self) -> list[str]:
+        """Routes that are neither closed nor completed, whose preconditions hold now."""
+        s, t = self._require_state(), self.task
+        out = []
+        for r in t.viable_routes:
+            done = len(s.route_progress.get(r.id, ())) >= len(r.required_action_types)
+            if r.id not in s.closed_routes and not done and all_hold(s.world, s.hidden, r.preconditions):
+                out.append(r.id)
+        return out
+
+    def next_action_types(self, route_id: str) -> list[str]:
+        s, r = self._require_state(), self.task.route(route_id)
+        if r is None:
+            return []
+        done = s.route_progress.get(route_id, [])
+        return [a for a in r.required_action_types if a not in done]
+
+    # -- the step ------------------------------------------------------------------------
+    def step(self, action: LifeStackAction | str | Mapping[str, Any]) -> Observation:
+        s = self._require_state()
+        task = self.task
+        if not isinstance(action, LifeStackAction):
+            parsed, reason = parse_action(dict(action) if isinstance(action, Mapping) else action)
+            if parsed is None:
+                # A rejected action changes nothing, not even the step counter.
+                return self._observation(P_INVALID_ACTION, {"error": reason, "total": P_INVALID_ACTION},
+                                         [f"action rejected: {reason}"], [])
+            action = parsed
+        if s.done:
+            return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
+
+        info: list[str] = []
+        before = s.metrics
+        after = dict(before)
+        cost = action.resource_cost
+        affordable = all(cost[k] <= s.resources[k] + 1e-9 for k in RESOURCE_NAMES)
+        route_status, route_fraction, route_value = "none", 0.0, 0.0
+        claimed_gain, plausibility, cascade_worsened, spent_fraction = 0.0, 1.0, 0, 0.0
+        milestones_before = len(s.milestones)
+        best_step_reward = self._best_step_reward(s)
+
+        if not affordable:
+            short = [k for k in RESOURCE_NAMES if cost[k] > s.resources[k] + 1e-9]
+            info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
+        else:
+            # 1. pay (rest may recover energy, bounded by hours rested and the start budget)
+            energy_cost = cost["energy"]
+            if energy_cost < 0:
+                energy_cost = -min(-energy_cost, REST_ENERGY_PER_HOUR * cost["time"], s.budget["energy"] - s.resources["energy"])
+            s.resources = {"time": s.resources["time"] - cost["time"], "money": s.resources["money"] - cost["money"],
+                           "energy": s.resources["energy"] - energy_cost}
+            spent_fraction = sum(max(cost[k], 0.0) / max(s.budget[k], 1e-9) for k in RESOURCE_NAMES) / 3.0
+
+            # 2. the route
+            route_status, route_fraction, route_value = self._advance_route(s, action, info)
+
+            # 3. metric changes: claimed gains are scaled down to what was paid for
+            changes = dict(action.metric_changes)
+            claimed_gain = sum(max(goodness_delta(p, d), 0.0) for p, d in changes.items())
+            capacity = FREE_EFFECT + POINTS_PER_HOUR * max(cost["time"], 0.0) + POINTS_PER_DOLLAR * cost["money"] \
+                + POINTS_PER_ENERGY * max(cost["energy"], 0.0)
+            if claimed_gain > capacity:
+                plausibility = capacity / claimed_gain
+                info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
+                changes = {p: d * plausibility if goodness_delta(p, d) > 0 else d for p, d in changes.items()}
+            intrinsic = {
+                "finances.liquidity": -min(MAX_INTRINSIC, cost["money"] * LIQUIDITY_PER_DOLLAR),
+                "time.free_hours_per_week": -min(MAX_INTRINSIC, max(cost["time"], 0.0) * FREE_HOURS_PER_HOUR),
+                "physical_health.energy": -min(MAX_INTRINSIC, energy_cost * ENERGY_METRIC_PER_UNIT),
+            }
+            for p, d in intrinsic.items():
+                if d:
+                    changes[p] = changes.get(p, 0.0) + d
+            big = {p: d for p, d in changes.items() if abs(d) >= CASCADE_TRIGGER}
+            for p, d in changes.items():
+                if p not in big:
+                    after[p] = clamp_metric(after[p] + d)
+            if big:
+                result = self.graph.cascade(after, big)
+                after = result.values
+                cascade_worsened = sum(1 for p, d in result.spread.items() if goodness_delta(p, d) < -1.0)
+            s.metrics = after
+
+        # 4. time passes; scheduled events fire
+        s.step += 1
+        fired = self._fire_events(s, info)
+        # 5. milestones, success, failure, timeout
+        for m in task.milestones:
+            if m.id not in s.milestones and condition_holds(s.world, s.hidden, m.condition_key, m.condition_value):
+                s.milestones.append(m.id)
+                info.append(f"milestone reached: {m.description}")
+        new_milestones = s.milestones[milestones_before:]
+        milestone_gain = sum(m.reward for m in task.milestones if m.id in new_milestones)
+        success = all_hold(s.world, s.hidden, task.success_conditions)
+        failure = not success and any_holds(s.world, s.hidden, task.failure_conditions)
+        timeout = not success and not failure and s.step >= task.horizon
+        if success or failure or timeout:
+            s.done = True
+            s.outcome = "success" if success else "failure" if failure else "timeout"
+            info.append(f"episode over: {s.outcome}")
+
+        damaged = sorted((p for p in METRIC_PATHS if goodness(p, before[p]) < 62.0), key=lambda p: goodness(p, before[p]))[:4]
+        event_words = self._event_words(s, exclude=fired)
+        r_score, stuffing = reasoning_coherence(action.reasoning, action, damaged=damaged,
+                                                route_words=self._route_words, event_words=event_words)
+        outcome = StepOutcome(
+            action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
+            affordable=affordable, claimed_gain=claimed_gain, plausibility=plausibility,
+            route_status=route_status, route_fraction=route_fraction, route_value=route_value,
+            milestone_gain=milestone_gain, best_step_reward=best_step_reward,
+            success=success, failure=failure, timeout=timeout,
+            replan_applicable=bool(event_words), cascade_worsened=cascade_worsened,
+            reasoning_score=r_score, stuffing=stuffing,
+        )
+        result = task_reward(outcome)
+        breakdown = result.breakdown()
+        breakdown["plausibility"] = round(plausibility, 6)
+        breakdown["milestone_gain"] = round(milestone_gain, 6)
+        breakdown["route_status"] = route_status  # type: ignore[assignment]
+        return self._observation(result.total, breakdown, info, fired)
+
+    def _advance_route(self, s: EpisodeState, action: LifeStackAction, info: list[str]) -> tuple[str, float, float]:
+        if not action.route:
+            return "none", 0.0, 0.0
+        route = self.task.route(action.route)
+        if route is None:
+            info.append(f"unknown route {action.route!r}; routes: {', '.join(self.task.route_ids)}")
+            return "unknown", 0.0, 0.0
+        n = len(route.required_action_types)
+        done = s.route_progress.get(route.id, [])
+        if route.id in s.closed_routes:
+            info.append(f"route {route.id} is closed")
+            return "closed", len(done) / n, route.final_reward
+        if not all_hold(s.world, s.hidden, route.preconditions):
+            info.append(f"route {route.id} is not available: its preconditions do not hold")
+            return "precondition", len(done) / n, route.final_reward
+        if action.action_type not in route.required_action_types or action.action_type in done:
+            info.append(f"{action.action_type} does not advance {route.id}; it still needs "
+                        f"{', '.join(a for a in route.required_action_types if a not in done) or 'nothing'}")
+            return "wrong_type", len(done) / n, route.final_reward
+        done = done + [action.action_type]
+        s.route_progress[route.id] = done
+        s.world[route.progress_key] = len(done)
+        if len(done) < n:
+            info.append(f"route {route.id} advanced ({len(done)}/{n})")
+            return "advanced", len(done) / n, route.final_reward
+        s.world.update(route.consequences)
+        for rid in route.closes_routes:
+            if rid not in s.closed_routes:
+                s.closed_routes.append(rid)
+        for mid in route.milestones_unlocked:
+            if mid not in s.milestones:
+                s.milestones.append(mid)
+        info.append(f"route {route.id} completed")
+        return "completed", 1.0, route.final_reward
+
+    def _fire_events(self, s: EpisodeState, info: list[str]) -> list[str]:
+        fired = []
+        for ev in self.task.event_schedule:
+            if ev.step == s.step and ev.id not in s.events_fired and event_roll(s.seed, ev.id) < ev.probability:
+                s.world.update(ev.world_mutation)
+                s.hidden.update(ev.hidden_state_mutation)
+                for rid in ev.closes_routes:
+                    if rid not in s.closed_routes:
+                        s.closed_routes.append(rid)
+                s.events_fired.append(ev.id)
+                fired.append(ev.id)
+                info.append(f"event: {ev.description}")
+        return fired
+
+    def _event_words(self, s: EpisodeState, exclude: list[str]) -> frozenset[str]:
+        """Words of the events the agent had seen before acting (for replanning/reasoning)."""
+        seen = [e for e in s.events_fired if e not in exclude]
+        if not seen:
+            return frozenset()
+        return frozenset(w for e in seen for w in e.split("_") if len(w) > 2)
+
+    def _best_step_reward(self, s: EpisodeState) -> float:
+        """The largest milestone reward per step any still-usable route offers."""
+        best = 0.0
+        for r in self.task.viable_routes:
+            if r.id not in s.closed_routes or r.id in s.route_progress:
+                best = max(best, r.final_reward / len(r.required_action_types))
+        return best or 1.0
+
+    def _observation(self, reward: float, breakdown: dict, info: list[str], fired: list[str]) -> Observation:
+        s = self.state
+        return Observation(
+            metrics=dict(s.metrics), resources=dict(s.resources), step=s.step, done=s.done, reward=reward,
+            metadata={"breakdown": breakdown, "info": info, "events": fired, "outcome": s.outcome,
+                      "task_id": self.task.id},
+        )
+
+    # -- Gymnasium-style adapter ---------------------------------------------------------
+    def gym_step(self, action: Any) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """The 5-tuple ``(obs, reward, terminated, truncated, info)`` of Gymnasium."""
+        obs = self.step(action)
+        truncated = obs.metadata["outcome"] == "timeout"
+        terminated = obs.done and not truncated
+        return obs, obs.reward, terminated, truncated, dict(obs.metadata)

@@ -1,0 +1,191 @@
+"""Reference policies: oracle, heuristic, random, lazy and the reward-hacking patterns.
+
+They are used to calibrate the reward (``python -m lifestack.calibrate``), to roll
+episodes forward when the trainer builds varied prompts, and to write demonstrations
+for the warm start. Each returns the *completion text* a model would write, so it goes
+through exactly the same parser as a model's answer.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Callable
+
+from .actions import ACTION_TYPES
+from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv
+from .metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, domain_of, goodness
+from .reward import VOCABULARY
+
+# The action type that naturally helps each domain when no route step is due.
+DOMAIN_ACTION = {
+    "career": "delegate",
+    "finances": "negotiate",
+    "relationships": "communicate",
+    "physical_health": "rest",
+    "mental_wellbeing": "rest",
+    "time": "reschedule",
+}
+
+
+def worst_metrics(env: LifeStackEnv, n: int = 2) -> list[str]:
+    m = env.state.metrics
+    return sorted(METRIC_PATHS, key=lambda p: goodness(p, m[p]))[:n]
+
+
+def raw_delta(path: str, good: float) -> float:
+    """The raw change that improves ``path``'s goodness by ``good`` points."""
+    return -good if path in INVERTED_METRICS else good
+
+
+def _words(path: str) -> str:
+    return path.split(".")[1].replace("_", " ")
+
+
+def paid_cost(env: LifeStackEnv, points: float, share: float = 0.3) -> tuple[dict[str, float], float]:
+    """A cost that pays for ``points`` of claimed gain, spending at most ``share`` of each resource.
+
+    Returns the cost and the points it actually pays for.
+    """
+    res = env.state.resources
+    need = max(points - FREE_EFFECT, 0.0)
+    hours = round(min(need / POINTS_PER_HOUR * 0.5, res["time"] * share), 1)
+    need -= hours * POINTS_PER_HOUR
+    energy = round(min(max(need, 0.0) * 0.3 / POINTS_PER_ENERGY, res["energy"] * share), 1)
+    need -= energy * POINTS_PER_ENERGY
+    money = round(min(max(need, 0.0) / POINTS_PER_DOLLAR, res["money"] * share))
+    need -= money * POINTS_PER_DOLLAR
+    cost = {"time": max(hours, 0.0), "money": float(max(money, 0)), "energy": max(energy, 0.0)}
+    return cost, points - max(need, 0.0)
+
+
+def completion(action_type: str, target: str, route: str | None, changes: dict[str, float],
+               cost: dict[str, float], reasoning: str) -> str:
+    return json.dumps({"action_type": action_type, "target_domain": target, "route": route,
+                       "metric_changes": {p: round(d, 2) for p, d in changes.items()},
+                       "resource_cost": cost, "reasoning": reasoning})
+
+
+def _event_phrase(env: LifeStackEnv) -> str:
+    if not env.state.events_fired:
+        return ""
+    last = env.state.events_fired[-1].replace("_", " ")
+    return f"After the {last}, I adapt the plan. "
+
+
+def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metrics: list[str],
+                   points_each: float, share: float = 0.3) -> str:
+    """An honest action: improve ``metrics`` by what it pays for, optionally on a route."""
+    cost, paid = paid_cost(env, points_each * len(metrics), share)
+    each = paid / max(len(metrics), 1)
+    changes = {p: raw_delta(p, each) for p in metrics}
+    target = domain_of(metrics[0]) if metrics else "mental_wellbeing"
+    worst = " and ".join(_words(p) for p in metrics) or "my wellbeing"
+    if route:
+        r = env.task.route(route)
+        why = f"The {r.name.lower()} route ({route}) is open, so I {action_type} to advance it. "
+    else:
+        why = f"No route step fits now, so I {action_type} to contain the damage. "
+    reasoning = (f"{_event_phrase(env)}{why}{worst.capitalize()} took the biggest hit in {target.replace('_', ' ')}; "
+                 f"I spend {cost['time']:g} hours, {cost['money']:g} dollars and {cost['energy']:g} energy "
+                 f"to pay for the improvement within the budget.")
+    return completion(action_type, target, route, changes, cost, reasoning)
+
+
+def heuristic(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    """A sensible policy: keep going on the best open route, pay for modest fixes."""
+    s, task = env.state, env.task
+    opens = env.open_routes()
+    started = [r for r in opens if s.route_progress.get(r)]
+    ranked = started or sorted(opens, key=lambda r: -task.route(r).final_reward)
+    worst = worst_metrics(env, 2)
+    if ranked:
+        route = ranked[0]
+        return planned_action(env, route, env.next_action_types(route)[0], worst, 5.0)
+    return planned_action(env, None, DOMAIN_ACTION[domain_of(worst[0])], worst, 5.0)
+
+
+def oracle(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    """Best of a broad candidate search, each candidate scored by stepping a copy."""
+    candidates = candidate_actions(env)
+    best, best_reward = candidates[0], -2.0
+    for text in candidates:
+        reward = score_on_copy(env, text)
+        if reward > best_reward:
+            best, best_reward = text, reward
+    return best
+
+
+def candidate_actions(env: LifeStackEnv) -> list[str]:
+    routes: list[str | None] = list(env.open_routes()) + [None]
+    out = []
+    for route in routes:
+        types = env.next_action_types(route) if route else list(ACTION_TYPES)
+        for action_type in types:
+            for n in (1, 2, 3):
+                for points in (3.0, 5.0, 8.0):
+                    for share in (0.2, 0.35):
+                        out.append(planned_action(env, route, action_type, worst_metrics(env, n), points, share))
+    return out
+
+
+def score_on_copy(env: LifeStackEnv, text: str) -> float:
+    probe = LifeStackEnv(env.graph)
+    probe.restore(env.task, env.state)
+    return probe.step(text).reward
+
+
+def random_valid(env: LifeStackEnv, rng: random.Random) -> str:
+    """A uniformly random action that parses: random type, domain, route, changes, cost."""
+    res = env.state.resources
+    routes = [None] + list(env.task.route_ids)
+    changes = {p: round(rng.uniform(-10, 10), 1) for p in rng.sample(METRIC_PATHS, rng.randint(0, 3))}
+    cost = {k: round(rng.uniform(0, 0.5) * res[k], 1) for k in ("time", "money", "energy")}
+    return completion(rng.choice(ACTION_TYPES), rng.choice(DOMAIN_NAMES), rng.choice(routes), changes, cost,
+                      "Trying something.")
+
+
+def lazy(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    return completion("rest", "mental_wellbeing", None, {}, {"time": 0, "money": 0, "energy": 0}, "I will wait.")
+
+
+def hack_huge_free_claims(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    changes = {p: raw_delta(p, 20.0) for p in METRIC_PATHS}
+    return completion("spend", "career", None, changes, {"time": 0, "money": 0, "energy": 0}, "Everything improves.")
+
+
+def hack_negative_costs(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    changes = {p: raw_delta(p, 10.0) for p in worst_metrics(env, 3)}
+    return completion("negotiate", domain_of(next(iter(changes))), None, changes,
+                      {"time": -5, "money": -1000, "energy": -20}, "Negotiating refunds pays me back.")
+
+
+def hack_nan_inf(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    return ('{"action_type": "spend", "target_domain": "finances", "metric_changes": '
+            '{"finances.liquidity": NaN, "mental_wellbeing.stress_level": -Infinity}, '
+            '"resource_cost": {"time": 0, "money": 0, "energy": 0}, "reasoning": "x"}')
+
+
+def hack_unknown_metrics(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    return completion("communicate", "relationships", None, {"life.happiness": 20, "career.salary": 50},
+                      {"time": 0, "money": 0, "energy": 0}, "Overall happiness and salary go up.")
+
+
+def hack_keyword_stuffing(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    """The honest heuristic action with its reasoning replaced by a bag of domain words."""
+    action = json.loads(heuristic(env))
+    words = sorted(VOCABULARY) + [w for r in env.task.route_ids for w in r.split("_")]
+    action["reasoning"] = " ".join(words + ["time", "money", "energy", "budget", "cost"])
+    return json.dumps(action)
+
+
+Policy = Callable[[LifeStackEnv, random.Random], str]
+HONEST: dict[str, Policy] = {"oracle": oracle, "heuristic": heuristic, "random": random_valid, "lazy": lazy}
+HACKS: dict[str, Policy] = {
+    "hack_free_claims": hack_huge_free_claims,
+    "hack_negative_cost": hack_negative_costs,
+    "hack_nan_inf": hack_nan_inf,
+    "hack_unknown_metrics": hack_unknown_metrics,
+    "hack_keyword_stuffing": hack_keyword_stuffing,
+}
+POLICIES: dict[str, Policy] = {**HONEST, **HACKS}

@@ -1,0 +1,252 @@
+"""Pure reward components and the task reward.
+
+Everything here is a pure function of a :class:`StepOutcome` (what one env step did),
+so the components are easy to test and to reuse in the trainer's reward functions.
+Weights and penalties are named constants; docs/rewards.md explains each one and holds
+the calibration table measured with ``python -m lifestack.calibrate``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .actions import LifeStackAction
+from .metrics import METRIC_PATHS, goodness
+
+# --- component weights (renormalised over the components that apply to a step) ---------
+W_OUTCOME = 0.30  # local outcome: goodness gained, cascade contained, efficiency, relationships
+W_MILESTONE = 0.25  # milestone progress made by this action
+W_COMPLETION = 0.25  # progress towards completing the task (route fraction x route value)
+W_REPLAN = 0.10  # only after a surprise event: does the action adapt?
+W_REASONING = 0.10  # planning coherence of the reasoning text
+
+# --- local outcome mix ----------------------------------------------------------------
+OUTCOME_MIX = {"gain": 0.4, "containment": 0.25, "efficiency": 0.2, "relationships": 0.15}
+GAIN_SCALE = 15.0  # goodness points for tanh(gain / scale) ~ 0.76
+DAMAGED_BELOW = 62.0  # a metric whose goodness is below this counts as damaged
+EFFICIENCY_POINTS_PER_BUDGET = 30.0  # points expected for spending the whole budget
+
+# --- named penalties (added to the weighted sum, then the total is clipped) ------------
+P_INVALID_ACTION = -0.5  # unparseable / rejected completion (the fallback reward)
+P_UNAFFORDABLE = -0.5
+P_DEAD_END = -0.3  # named a closed or unknown route, or one whose preconditions fail
+P_INACTION = -0.4  # nothing improved and no route progress
+P_IMPLAUSIBLE = -0.5  # scaled by the unpaid share of claimed gains
+P_NEGATIVE_COST = -0.2  # tried to book a negative cost
+P_CRITICAL_FLOOR = -0.3  # a metric pushed below goodness 10
+P_CASCADE_COLLAPSE = -0.3  # the action's own cascade worsened 3+ metrics
+P_KEYWORD_STUFFING = -0.3  # reasoning is a bag of domain words
+P_TIMEOUT = -0.2  # horizon reached without success
+P_FAILURE = -0.5  # a failure condition holds
+CRITICAL_GOODNESS = 10.0
+
+
+@dataclass
+class StepOutcome:
+    """Everything the reward needs to know about one env step."""
+
+    action: LifeStackAction
+    before: Mapping[str, float]
+    after: Mapping[str, float]
+    budget_fraction_spent: float = 0.0
+    affordable: bool = True
+    claimed_gain: float = 0.0  # goodness points the action claimed (positive part)
+    plausibility: float = 1.0  # share of the claimed gain that was paid for, in [0, 1]
+    route_status: str = "none"  # none|advanced|completed|closed|unknown|precondition|wrong_type
+    route_fraction: float = 0.0  # progress of the named route after the step, in [0, 1]
+    route_value: float = 0.0  # the route's final_reward
+    milestone_gain: float = 0.0  # sum of milestone rewards achieved this step
+    best_step_reward: float = 1.0  # largest milestone reward per step among open routes
+    success: bool = False
+    failure: bool = False
+    timeout: bool = False
+    replan_applicable: bool = False  # an event fired before this action
+    cascade_worsened: int = 0
+    reasoning_score: float = 0.0
+    stuffing: bool = False
+
+
+@dataclass
+class RewardResult:
+    total: float
+    components: dict[str, float] = field(default_factory=dict)
+    penalties: dict[str, float] = field(default_factory=dict)
+
+    def breakdown(self) -> dict[str, float]:
+        out = {f"component.{k}": round(v, 6) for k, v in self.components.items()}
+        out.update({f"penalty.{k}": round(v, 6) for k, v in self.penalties.items()})
+        out["total"] = round(self.total, 6)
+        return out
+
+
+def clip(x: float, lo: float = -1.0, hi: float = 1.0) -> float:
+    if x != x:  # NaN never leaves this module
+        return 0.0
+    return lo if x < lo else hi if x > hi else x
+
+
+def goodness_change(before: Mapping[str, float], after: Mapping[str, float], path: str) -> float:
+    return goodness(path, after[path]) - goodness(path, before[path])
+
+
+def local_outcome(o: StepOutcome) -> dict[str, float]:
+    """The four local-outcome sub-scores, each in [-1, 1]."""
+    changes = {p: goodness_change(o.before, o.after, p) for p in METRIC_PATHS}
+    gain = sum(changes.values())
+    damaged = [p for p in METRIC_PATHS if goodness(p, o.before[p]) < DAMAGED_BELOW]
+    gain_score = math.tanh(gain / GAIN_SCALE)
+    if damaged:
+        containment = sum(clip(changes[p] / 4.0) for p in damaged) / len(damaged)
+        # credit for touching damaged metrics at all: the mean is diluted by many of them
+        containment = clip(containment * min(3.0, len(damaged)))
+    else:
+        containment = gain_score
+    expected = max(3.0, EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent)
+    efficiency = clip(gain / expected)
+    rel_min = min(changes[p] for p in METRIC_PATHS if p.startswith("relationships."))
+    relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
+    return {"gain": gain_score, "containment": containment, "efficiency": efficiency, "relationships": relationships}
+
+
+def outcome_score(sub: Mapping[str, float]) -> float:
+    return sum(OUTCOME_MIX[k] * sub[k] for k in OUTCOME_MIX)
+
+
+def milestone_score(o: StepOutcome) -> float:
+    """Milestone reward earned this step relative to the best available per step."""
+    if o.milestone_gain <= 0:
+        return 0.0
+    return clip(o.milestone_gain / max(o.best_step_reward, 1e-6), 0.0, 1.0)
+
+
+def completion_score(o: StepOutcome) -> float:
+    if o.success:
+        return clip(max(o.route_value, 0.5), 0.0, 1.0)
+    if o.route_status in ("advanced", "completed"):
+        return clip(o.route_fraction * o.route_value, 0.0, 1.0)
+    return 0.0
+
+
+def replan_score(o: StepOutcome) -> float:
+    if o.route_status in ("advanced", "completed"):
+        return 1.0
+    if o.route_status in ("closed", "unknown", "precondition"):
+        return -1.0
+    return 0.0
+
+
+def task_reward(o: StepOutcome) -> RewardResult:
+    """The task reward in [-1, 1] with every component and fired penalty named."""
+    sub = local_outcome(o)
+    components = {
+        "outcome": outcome_score(sub),
+        "milestone": milestone_score(o),
+        "completion": completion_score(o),
+        "reasoning": o.reasoning_score,
+    }
+    weights = {"outcome": W_OUTCOME, "milestone": W_MILESTONE, "completion": W_COMPLETION, "reasoning": W_REASONING}
+    if o.replan_applicable:
+        components["replanning"] = replan_score(o)
+        weights["replanning"] = W_REPLAN
+    total_weight = sum(weights.values())
+    weighted = sum(weights[k] * components[k] for k in components) / total_weight
+
+    penalties: dict[str, float] = {}
+    if not o.affordable:
+        penalties["unaffordable"] = P_UNAFFORDABLE
+    if o.route_status in ("closed", "unknown", "precondition"):
+        penalties["dead_end"] = P_DEAD_END
+    progressed = o.route_status in ("advanced", "completed")
+    if not progressed and sub["gain"] <= 0.05:
+        penalties["inaction"] = P_INACTION
+    if o.claimed_gain > 0 and o.plausibility < 0.999:
+        penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
+    if any(n.startswith("negative_cost") for n in o.action.notes):
+        penalties["negative_cost"] = P_NEGATIVE_COST
+    if any(
+        goodness(p, o.after[p]) < CRITICAL_GOODNESS and goodness(p, o.after[p]) < goodness(p, o.before[p])
+        for p in METRIC_PATHS
+    ):
+        penalties["critical_floor"] = P_CRITICAL_FLOOR
+    if o.cascade_worsened >= 3:
+        penalties["cascade_collapse"] = P_CASCADE_COLLAPSE
+    if o.stuffing:
+        penalties["keyword_stuffing"] = P_KEYWORD_STUFFING
+    if o.timeout and not o.success:
+        penalties["timeout"] = P_TIMEOUT
+    if o.failure:
+        penalties["failure"] = P_FAILURE
+
+    components.update({f"outcome.{k}": v for k, v in sub.items()})
+    total = clip(weighted + sum(penalties.values()))
+    return RewardResult(total, components, penalties)
+
+
+# --- reasoning coherence ----------------------------------------------------------------
+_WORD = re.compile(r"[a-z]+")
+RESOURCE_WORDS = frozenset({"time", "hours", "hour", "money", "budget", "cost", "costs", "energy", "spend", "pay", "dollars"})
+MIN_REASONING_WORDS = 8
+MAX_REASONING_WORDS = 120
+
+
+def words_of(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def _path_words(path: str) -> set[str]:
+    domain, metric = path.split(".")
+    return {w for w in metric.split("_") if len(w) > 3} | {domain.split("_")[0]}
+
+
+# Every word that names a domain, metric or route: the vocabulary a stuffer would spray.
+VOCABULARY: frozenset[str] = frozenset(w for p in METRIC_PATHS for w in _path_words(p))
+
+
+def reasoning_coherence(
+    reasoning: str,
+    action: LifeStackAction,
+    *,
+    damaged: Sequence[str],
+    route_words: Mapping[str, frozenset[str]],
+    event_words: frozenset[str] = frozenset(),
+) -> tuple[float, bool]:
+    """Score how well the reasoning explains *this* action in *this* state.
+
+    Returns ``(score in [0, 1], stuffing)``. Evidence counts only when it matches the
+    action and state (its domain and metrics, its route, the damaged metrics, the
+    resources it spends, a recent event); domain words that match nothing are noise, and
+    a high noise share or heavy repetition marks keyword stuffing.
+    """
+    tokens = words_of(reasoning)
+    if not tokens:
+        return 0.0, False
+    distinct = set(tokens)
+    relevant_vocab: set[str] = {action.target_domain.split("_")[0]}
+    for p in action.metric_changes:
+        relevant_vocab |= _path_words(p)
+    damaged_vocab: set[str] = set()
+    for p in damaged:
+        damaged_vocab |= _path_words(p)
+    chosen_route = route_words.get(action.route or "", frozenset())
+    other_routes = set().union(*route_words.values()) - chosen_route if route_words else set()
+
+    evidence = [bool(distinct & relevant_vocab), bool(distinct & damaged_vocab), bool(distinct & RESOURCE_WORDS)]
+    if action.route:
+        evidence.append(bool(distinct & chosen_route))
+    if event_words:
+        evidence.append(bool(distinct & event_words))
+    coverage = sum(evidence) / len(evidence)
+
+    signal = distinct & (relevant_vocab | damaged_vocab | chosen_route | event_words)
+    noise = (distinct & VOCABULARY) - relevant_vocab - damaged_vocab
+    noise |= (distinct & other_routes) - chosen_route
+    precision = len(signal) / (len(signal) + len(noise)) if signal or noise else 0.0
+    n = len(tokens)
+    length = min(1.0, n / MIN_REASONING_WORDS) * min(1.0, MAX_REASONING_WORDS / n)
+    repetition = min(1.0, (len(distinct) / n) / 0.4)
+    stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)
+    score = coverage * (0.3 + 0.7 * precision) * length * repetition
+    return clip(score, 0.0, 1.0), stuffing

@@ -1,0 +1,145 @@
+"""Scenarios: the seeded pre-action states the trainer prompts with, and their rebuild.
+
+``sample_scenario(seed, difficulty)`` draws a task (flight_crisis or code_merge_crisis),
+merges a conflict of the same difficulty, cascades both disruptions, then rolls the
+episode forward 0-2 steps with a mix of sensible and clumsy actions so the states vary.
+Everything is drawn from ``random.Random(seed)``.
+
+The state travels as a small JSON description (:func:`scenario_metadata`) that holds no
+hidden state: hidden state is recomputed from the task and the events that fired.
+:func:`rebuild_state` turns it back into the exact :class:`EpisodeState`.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from .conflicts import ConflictEvent, generate_conflict, get_conflict
+from .env import EpisodeState, LifeStackEnv
+from .generator import DOMAINS, TaskGenerator
+from .metrics import METRIC_PATHS, RESOURCE_NAMES
+from .tasks import Task
+
+METADATA_VERSION = 1
+MAX_ROLL_FORWARD = 2
+
+
+@dataclass(frozen=True)
+class Scenario:
+    seed: int
+    difficulty: int
+    task: Task
+    conflict: ConflictEvent
+    state: EpisodeState
+    roll_forward: int
+
+    @property
+    def domain(self) -> str:
+        return self.task.domain
+
+
+def _round_state(state: EpisodeState) -> None:
+    # The state is rounded once, here, so the prompt, the metadata and the rebuilt state
+    # agree exactly.
+    state.metrics = {p: round(v, 2) for p, v in state.metrics.items()}
+    state.resources = {k: round(v, 2) for k, v in state.resources.items()}
+
+
+def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, generator: TaskGenerator | None = None) -> Scenario:
+    """A seeded, varied pre-action state at ``difficulty``."""
+    from .policies import heuristic, random_valid  # policies import env; keep this module light
+
+    rng = random.Random(seed)
+    domain = domain or DOMAINS[rng.randrange(len(DOMAINS))]
+    task = (generator or TaskGenerator()).generate(domain, difficulty, seed)
+    conflict = generate_conflict(difficulty, rng)
+    env = LifeStackEnv()
+    env.reset(seed=seed, task=task, conflict=conflict)
+    steps = rng.randint(0, min(MAX_ROLL_FORWARD, task.horizon - 2))
+    taken = 0
+    for _ in range(steps):
+        policy = heuristic if rng.random() < 0.7 else random_valid
+        snapshot = env.state.clone()
+        env.step(policy(env, rng))
+        if env.state.done:  # never hand the model a finished episode
+            env.state = snapshot
+            break
+        taken += 1
+    _round_state(env.state)
+    return Scenario(seed, difficulty, task, conflict, env.state, taken)
+
+
+def scenario_metadata(sc: Scenario) -> dict[str, Any]:
+    """The JSON description embedded in the prompt (no hidden state)."""
+    s = sc.state
+    return {
+        "v": METADATA_VERSION,
+        "domain": sc.task.domain,
+        "difficulty": sc.difficulty,
+        "seed": sc.seed,
+        "conflict_id": sc.conflict.id,
+        "task_id": sc.task.id,
+        "state": {
+            "step": s.step,
+            "metrics": [s.metrics[p] for p in METRIC_PATHS],
+            "resources": [s.resources[k] for k in RESOURCE_NAMES],
+            "budget": [s.budget[k] for k in RESOURCE_NAMES],
+            "world": s.world,
+            "route_progress": s.route_progress,
+            "closed_routes": s.closed_routes,
+            "milestones": s.milestones,
+            "events_fired": s.events_fired,
+        },
+    }
+
+
+def _numbers(values: Any, n: int, what: str) -> list[float]:
+    if not isinstance(values, list) or len(values) != n:
+        raise ValueError(f"{what} must be a list of {n} numbers")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+            raise ValueError(f"{what} holds a non-finite or non-numeric value")
+        out.append(float(v))
+    return out
+
+
+def task_from_metadata(meta: Mapping[str, Any], generator: TaskGenerator | None = None) -> Task:
+    if meta.get("v") != METADATA_VERSION:
+        raise ValueError(f"unsupported metadata version {meta.get('v')!r}")
+    return (generator or TaskGenerator()).generate(meta.get("domain"), meta.get("difficulty"), meta.get("seed"))
+
+
+def rebuild_state(meta: Mapping[str, Any], task: Task) -> EpisodeState:
+    """The exact pre-action state described by ``meta`` (raises ValueError when malformed)."""
+    st = meta.get("state")
+    if not isinstance(st, Mapping):
+        raise ValueError("metadata has no state")
+    metrics = dict(zip(METRIC_PATHS, _numbers(st.get("metrics"), len(METRIC_PATHS), "state.metrics")))
+    resources = dict(zip(RESOURCE_NAMES, _numbers(st.get("resources"), 3, "state.resources")))
+    budget = dict(zip(RESOURCE_NAMES, _numbers(st.get("budget"), 3, "state.budget")))
+    events = st.get("events_fired", [])
+    known = {e.id: e for e in task.event_schedule}
+    if not isinstance(events, list) or any(e not in known for e in events):
+        raise ValueError("state.events_fired names an unknown event")
+    hidden = dict(task.hidden_state)
+    for e in events:
+        hidden.update(known[e].hidden_state_mutation)
+    world, progress = st.get("world"), st.get("route_progress", {})
+    if not isinstance(world, dict) or not isinstance(progress, dict):
+        raise ValueError("state.world and state.route_progress must be objects")
+    step = st.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError("state.step must be a non-negative int")
+    return EpisodeState(
+        seed=int(meta["seed"]), metrics=metrics, resources=resources, budget=budget, world=dict(world), hidden=hidden,
+        step=step, route_progress={str(k): list(v) for k, v in progress.items()},
+        closed_routes=list(st.get("closed_routes", [])), milestones=list(st.get("milestones", [])),
+        events_fired=list(events),
+    )
+
+
+def conflict_from_metadata(meta: Mapping[str, Any]) -> ConflictEvent:
+    return get_conflict(str(meta.get("conflict_id")))
