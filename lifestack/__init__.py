@@ -7,14 +7,20 @@ docs/rewards.md for how actions are scored.
 from .actions import ACTION_TYPES, LifeStackAction, parse_action
 from .conflicts import ConflictEvent, escalate_conflict, generate_conflict, get_conflict, load_templates
 from .env import EpisodeState, LifeStackEnv, Observation, initial_state
-try:
-    from .feedback import FeedbackStore, OutcomeFeedback
-except ImportError:  # TEMP
-    pass
 from .generator import TaskGenerator
 from .graph import DependencyGraph
 from .metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, LifeMetrics, ResourceBudget, goodness
 from .tasks import ExoEvent, Milestone, Route, Task
+
+
+def __getattr__(name: str):
+    # The feedback store is imported lazily so `python -m lifestack.feedback` runs cleanly.
+    if name in ("FeedbackStore", "OutcomeFeedback"):
+        from . import feedback
+
+        return getattr(feedback, name)
+    raise AttributeError(f"module 'lifestack' has no attribute {name!r}")
+
 
 __all__ = [
     "ACTION_TYPES", "ConflictEvent", "DOMAIN_NAMES", "DependencyGraph", "EpisodeState", "ExoEvent",

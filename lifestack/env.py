@@ -19,7 +19,7 @@ from typing import Any, Mapping
 from .actions import LifeStackAction, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
-from .metrics import DEFAULT_METRIC_VALUE, METRIC_PATHS, RESOURCE_NAMES, clamp_metric, domain_of, goodness, goodness_delta
+from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
 from .reward import P_INVALID_ACTION, StepOutcome, reasoning_coherence, task_reward, words_of
 from .tasks import Task, all_hold, any_holds, condition_holds, missing_task_fields
 
@@ -115,8 +115,8 @@ class EpisodeState:
 
 
 def initial_state(task: Task, conflict: ConflictEvent | None, seed: int, graph: DependencyGraph = DEFAULT_GRAPH) -> EpisodeState:
-    """The pre-action state: a 70-everywhere life hit by the task's and conflict's disruptions."""
-    metrics = dict.fromkeys(METRIC_PATHS, DEFAULT_METRIC_VALUE)
+    """The pre-action state: a goodness-70-everywhere life hit by the task's and conflict's disruptions."""
+    metrics = default_metrics()
     disruption: dict[str, float] = dict(task.domain_metadata.get("disruption", {}))
     if conflict is not None:
         for path, delta in conflict.primary_disruption.items():

@@ -36,7 +36,14 @@ INVERTED_METRICS: frozenset[str] = frozenset(
 
 METRIC_MIN = 0.0
 METRIC_MAX = 100.0
-DEFAULT_METRIC_VALUE = 70.0
+DEFAULT_GOODNESS = 70.0  # a healthy-but-not-perfect life: every metric at goodness 70
+
+
+def default_value(path: str) -> float:
+    """The starting raw value of a metric: 70, or 30 for an inverted one (goodness 70 either way)."""
+    return METRIC_MAX - DEFAULT_GOODNESS if path in INVERTED_METRICS else DEFAULT_GOODNESS
+
+
 RESOURCE_NAMES: tuple[str, ...] = ("time", "money", "energy")
 
 
@@ -64,14 +71,14 @@ class LifeMetrics:
     """A full set of 23 metric values keyed by ``"domain.metric"`` path."""
 
     values: dict[str, float] = field(
-        default_factory=lambda: {p: DEFAULT_METRIC_VALUE for p in METRIC_PATHS}
+        default_factory=lambda: default_metrics()
     )
 
     def __post_init__(self) -> None:
         unknown = set(self.values) - set(METRIC_INDEX)
         if unknown:
             raise ValueError(f"unknown metric paths: {sorted(unknown)}")
-        full = {p: DEFAULT_METRIC_VALUE for p in METRIC_PATHS}
+        full = default_metrics()
         for path, value in self.values.items():
             value = float(value)
             if not math.isfinite(value):
@@ -123,6 +130,11 @@ class ResourceBudget:
 
     def can_afford(self, cost: Mapping[str, float]) -> bool:
         return all(cost.get(k, 0.0) <= getattr(self, k) + 1e-9 for k in RESOURCE_NAMES)
+
+
+def default_metrics() -> dict[str, float]:
+    """All 23 metrics at their default (goodness 70)."""
+    return {p: default_value(p) for p in METRIC_PATHS}
 
 
 def canonical_order(paths: Iterable[str]) -> list[str]:

@@ -1,0 +1,1290 @@
+#!/usr/bin/env python
+"""Curriculum GRPO training on LifeStack life conflicts (HuggingFace TRL, Unsloth when present).
+
+    python scripts/train_trl.py                       # the constants below, as they are
+    python scripts/train_trl.py --N_STAGES=2 --SEED=7 # nanoGPT-style overrides, type-checked
+
+The model reads a life conflict (metrics, budget, routes, events) and answers with one
+JSON action; six reward functions built on ``get_lifestack_evaluation`` score it; after
+each stage a held-out evaluation decides whether difficulty rises (1 -> 5). On a machine
+without a GPU the script runs a *CPU profile*: a tiny random Qwen2-architecture model,
+to check the whole pipeline in minutes. See docs/train_trl.md.
+
+Sections, in order: constants, configuration, model loading, dataset, evaluation + six
+rewards, curriculum, evaluation + plot, main.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
+    sys.path.insert(0, str(ROOT))
+
+from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
+from lifestack.conflicts import ConflictEvent  # noqa: E402
+from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
+from lifestack.generator import TaskGenerator  # noqa: E402
+from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, goodness_delta  # noqa: E402
+from lifestack.scenarios import (  # noqa: E402
+    conflict_from_metadata, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
+)
+from lifestack.tasks import Task, missing_task_fields  # noqa: E402
+
+_NAMES_BEFORE_CONSTANTS = set(globals())
+# =====================================================================================
+# Constants: edit these, or override any of them as --NAME=value on the command line.
+# =====================================================================================
+MODEL_NAME = "Qwen/Qwen2.5-1.5B-Instruct"  # any chat model with a chat template
+DEVICE_PROFILE = "auto"  # auto | unsloth | peft | cpu (auto: unsloth > peft on a GPU, else cpu)
+USE_LORA = True  # LoRA adapters (QLoRA with Unsloth); False trains all weights
+LORA_RANK = 16
+LORA_ALPHA = 32
+LOAD_IN_4BIT = True  # Unsloth profile only
+MAX_SEQ_LENGTH = 2048  # prompt + completion tokens (Unsloth)
+N_STAGES = 5  # curriculum stages; difficulty starts at START_DIFFICULTY and may rise each stage
+START_DIFFICULTY = 1
+N_PROMPTS_PER_STAGE = 100
+ADVANCE_THRESHOLD = 0.6  # held-out mean task reward above which difficulty rises
+N_EVAL_PROMPTS = 20  # held-out prompts per stage evaluation
+LEARNING_RATES = [5e-6, 5e-6, 4e-6, 3e-6, 2e-6]  # one per stage (the last repeats if fewer)
+NUM_GENERATIONS = 4  # completions per prompt (the GRPO group)
+PER_DEVICE_BATCH_SIZE = 4  # completions per device per step; x processes x accumulation % NUM_GENERATIONS == 0
+GRAD_ACCUM_STEPS = 1
+MAX_COMPLETION_LENGTH = 256  # tokens
+TEMPERATURE = 1.0  # sampling temperature for GRPO generations
+BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
+REWARD_WEIGHTS = [1.0, 0.5, 2.0, 1.0, 0.5, 0.5]  # format, plausibility, task, milestone, reasoning, feedback
+LOG_INTERVAL = 20  # every N-th reward evaluation is appended to LOG_DIR/generations.jsonl
+SAVE_STEPS = 25  # step checkpoints inside a stage (for resume)
+OUTPUT_DIR = "./lifestack_model"
+LOG_DIR = "training_logs"
+PLOT_PATH = "grpo_reward_curve.png"
+CURVES_PATH = "grpo_training_curves.png"
+N_EVAL_EPISODES = 50  # final evaluation episodes (difficulty 1 -> 5, domains alternating)
+SEED = 42
+RESUME = True  # pick up at the first unfinished stage / last step checkpoint
+SAVE_MERGED = False  # also save a merged (adapter folded in) copy of the final model
+USE_VLLM = False  # TRL's vLLM generation, colocate mode (GPU + `pip install vllm`)
+VLLM_GPU_MEMORY_UTILIZATION = 0.3
+REPORT_TO = "auto"  # auto (tensorboard when installed) | none | tensorboard | wandb
+WARM_START_SFT_STEPS = 0  # supervised steps on heuristic demonstrations before GRPO
+WARM_START_LR = 1e-5
+FEEDBACK_DB = ""  # outcome-feedback SQLite file; "" = lifestack.feedback.default_db_path()
+FEEDBACK_ON_ERROR = "raise"  # raise | zero: what an unreadable feedback database does
+CPU_BASE_DIR = ""  # where the CPU profile's tiny model is built; "" = OUTPUT_DIR/cpu_base_model
+# The CPU profile swaps in these values (unless given on the command line): small and
+# fast, a pipeline check rather than real training.
+CPU_PROFILE = {
+    "USE_LORA": False,
+    "N_PROMPTS_PER_STAGE": 8,
+    "N_EVAL_PROMPTS": 4,
+    "MAX_COMPLETION_LENGTH": 48,
+    "LEARNING_RATES": [1e-4],
+    "N_EVAL_EPISODES": 50,
+    "SAVE_STEPS": 4,
+    "WARM_START_SFT_STEPS": 60,
+    "WARM_START_LR": 2e-3,
+}
+# =====================================================================================
+CONFIG_KEYS = tuple(n for n in globals() if n.isupper() and not n.startswith("_") and n not in _NAMES_BEFORE_CONSTANTS)
+
+REWARD_NAMES = (
+    "reward_format_fn",
+    "reward_plausibility_fn",
+    "reward_task_success_fn",
+    "reward_milestone_fn",
+    "reward_reasoning_fn",
+    "reward_human_feedback_fn",
+)
+PROFILES = ("auto", "unsloth", "peft", "cpu")
+FALLBACK_REWARD = -0.5
+
+
+# =====================================================================================
+# Configuration: defaults, --KEY=value overrides, validation (all pure, all tested)
+# =====================================================================================
+class ConfigError(ValueError):
+    """A bad constant or override; the message is one line naming the constant."""
+
+
+def default_config() -> dict[str, Any]:
+    """The constants block above as a dict (deep-copied lists and dicts)."""
+    g = globals()
+    return {n: json.loads(json.dumps(g[n])) for n in CONFIG_KEYS}
+
+
+def _coerce(key: str, raw: str, default: Any) -> Any:
+    if isinstance(default, str):
+        return raw
+    if isinstance(default, bool):
+        low = raw.strip().lower()
+        if low in ("true", "1", "yes"):
+            return True
+        if low in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{key}: expected a bool (True/False), got {raw!r}")
+    try:
+        value = ast.literal_eval(raw.strip())
+    except (ValueError, SyntaxError):
+        raise ConfigError(f"{key}: expected {type(default).__name__}, got {raw!r}") from None
+    return _check_type(key, value, default)
+
+
+def _check_type(key: str, value: Any, default: Any) -> Any:
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected a bool, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an int, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a float, got {value!r}")
+        return float(value)
+    if isinstance(default, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        if default:
+            return [_check_type(f"{key}[{i}]", v, default[0]) for i, v in enumerate(value)]
+        return list(value)
+    if isinstance(default, dict):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a dict, got {value!r}")
+        return value
+    return value
+
+
+def parse_overrides(argv: Sequence[str], defaults: dict[str, Any]) -> dict[str, Any]:
+    """``["--KEY=value", ...]`` -> ``{KEY: typed value}``; names are case-insensitive.
+
+    The value must have the default's type (an int where an int is, a list of floats where
+    a list of floats is, ...). Unknown keys are rejected with the list of valid ones.
+    """
+    out: dict[str, Any] = {}
+    for arg in argv:
+        if not arg.startswith("--") or "=" not in arg:
+            raise ConfigError(f"{arg}: overrides look like --KEY=value (e.g. --N_STAGES=3)")
+        key, raw = arg[2:].split("=", 1)
+        key = key.strip().upper()
+        if key not in defaults:
+            raise ConfigError(f"{key}: unknown constant; valid: {', '.join(sorted(defaults))}")
+        out[key] = _coerce(key, raw, defaults[key])
+    return out
+
+
+def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
+    """Raise :class:`ConfigError` naming the first bad constant (before any model loads)."""
+
+    def need(ok: bool, key: str, why: str) -> None:
+        if not ok:
+            raise ConfigError(f"{key}: {why} (got {cfg.get(key)!r})")
+
+    def finite(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    need(cfg["DEVICE_PROFILE"] in PROFILES, "DEVICE_PROFILE", f"must be one of {', '.join(PROFILES)}")
+    need(isinstance(cfg["MODEL_NAME"], str) and cfg["MODEL_NAME"].strip() != "", "MODEL_NAME", "must be a model id or path")
+    need(1 <= cfg["N_STAGES"] <= 50, "N_STAGES", "must be in 1..50")
+    need(1 <= cfg["START_DIFFICULTY"] <= 5, "START_DIFFICULTY", "must be in 1..5")
+    need(cfg["N_PROMPTS_PER_STAGE"] >= 1, "N_PROMPTS_PER_STAGE", "must be at least 1")
+    need(finite(cfg["ADVANCE_THRESHOLD"]) and -1.0 < cfg["ADVANCE_THRESHOLD"] < 1.0, "ADVANCE_THRESHOLD",
+         "must be in (-1, 1): the task reward's range")
+    need(cfg["N_EVAL_PROMPTS"] >= 1, "N_EVAL_PROMPTS", "must be at least 1")
+    lrs = cfg["LEARNING_RATES"]
+    need(len(lrs) >= 1 and all(finite(x) and 0 < x < 1 for x in lrs), "LEARNING_RATES", "must be a non-empty list of rates in (0, 1)")
+    need(cfg["NUM_GENERATIONS"] >= 2, "NUM_GENERATIONS", "GRPO needs at least 2 completions per prompt")
+    need(cfg["PER_DEVICE_BATCH_SIZE"] >= 1, "PER_DEVICE_BATCH_SIZE", "must be at least 1")
+    need(cfg["GRAD_ACCUM_STEPS"] >= 1, "GRAD_ACCUM_STEPS", "must be at least 1")
+    batch = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
+    need(batch % cfg["NUM_GENERATIONS"] == 0, "NUM_GENERATIONS",
+         f"PER_DEVICE_BATCH_SIZE x GRAD_ACCUM_STEPS x processes = {batch} must be divisible by it")
+    need(8 <= cfg["MAX_COMPLETION_LENGTH"] <= 8192, "MAX_COMPLETION_LENGTH", "must be in 8..8192")
+    need(finite(cfg["TEMPERATURE"]) and cfg["TEMPERATURE"] > 0, "TEMPERATURE", "must be > 0")
+    need(finite(cfg["BETA"]) and cfg["BETA"] >= 0, "BETA", "must be >= 0")
+    w = cfg["REWARD_WEIGHTS"]
+    need(len(w) == len(REWARD_NAMES) and all(finite(x) for x in w) and any(x != 0 for x in w), "REWARD_WEIGHTS",
+         f"must be {len(REWARD_NAMES)} finite numbers, not all zero, in the order {', '.join(REWARD_NAMES)}")
+    need(cfg["LOG_INTERVAL"] >= 1, "LOG_INTERVAL", "must be at least 1")
+    need(cfg["SAVE_STEPS"] >= 1, "SAVE_STEPS", "must be at least 1")
+    need(cfg["N_EVAL_EPISODES"] >= 1, "N_EVAL_EPISODES", "must be at least 1")
+    need(cfg["LORA_RANK"] >= 1 and cfg["LORA_ALPHA"] >= 1, "LORA_RANK", "LORA_RANK and LORA_ALPHA must be >= 1")
+    need(0 < cfg["VLLM_GPU_MEMORY_UTILIZATION"] < 1, "VLLM_GPU_MEMORY_UTILIZATION", "must be in (0, 1)")
+    need(cfg["REPORT_TO"] in ("auto", "none", "tensorboard", "wandb"), "REPORT_TO", "must be auto, none, tensorboard or wandb")
+    need(cfg["WARM_START_SFT_STEPS"] >= 0, "WARM_START_SFT_STEPS", "must be >= 0")
+    need(finite(cfg["WARM_START_LR"]) and 0 < cfg["WARM_START_LR"] < 1, "WARM_START_LR", "must be in (0, 1)")
+    need(cfg["FEEDBACK_ON_ERROR"] in ("raise", "zero"), "FEEDBACK_ON_ERROR", "must be raise or zero")
+    need(cfg["OUTPUT_DIR"].strip() != "" and cfg["LOG_DIR"].strip() != "", "OUTPUT_DIR", "OUTPUT_DIR and LOG_DIR must be set")
+    need(isinstance(cfg["CPU_PROFILE"], dict) and set(cfg["CPU_PROFILE"]) <= set(cfg), "CPU_PROFILE",
+         "must map constant names to values")
+    if cfg["USE_VLLM"]:
+        need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
+
+
+def resolve_profile(requested: str, world_size: int = 1) -> str:
+    """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
+    import importlib.util
+
+    if requested != "auto":
+        return requested
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"
+    if world_size == 1 and importlib.util.find_spec("unsloth") is not None:
+        return "unsloth"
+    return "peft"  # Unsloth is single-GPU: several processes use transformers + PEFT
+
+
+def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None = None) -> dict[str, Any]:
+    """Defaults + overrides, the CPU profile's values swapped in, then validated.
+
+    ``profile`` skips detection (tests); otherwise it is resolved from the hardware.
+    """
+    defaults = default_config()
+    overrides = parse_overrides(argv, defaults)
+    cfg = {**defaults, **overrides}
+    validate_config(cfg, world_size)  # catch bad values before touching torch
+    cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size)
+    if cfg["_PROFILE"] == "cpu":
+        for key, value in cfg["CPU_PROFILE"].items():
+            if key not in overrides:
+                cfg[key] = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+    validate_config(cfg, world_size)
+    return cfg
+
+
+# =====================================================================================
+# Distributed helpers (single process unless launched by torchrun / accelerate)
+# =====================================================================================
+def world_info() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return world_info()[0] == 0
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (identity in a single process)."""
+    if world_info()[1] == 1:
+        return obj
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    if world_info()[1] > 1:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+
+
+def log(msg: str) -> None:
+    if is_main_process():
+        print(msg, flush=True)
+
+
+# =====================================================================================
+# Model loading
+# =====================================================================================
+CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+TINY_MODEL_SHAPE = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+                        num_key_value_heads=2, max_position_embeddings=4096)
+TINY_VOCAB_SIZE = 2048
+
+
+def tokenizer_corpus(n: int = 300, seed: int = 12345) -> list[str]:
+    """LifeStack text for the offline tokenizer: prompts and heuristic answers."""
+    from lifestack.policies import heuristic
+
+    texts = []
+    env = LifeStackEnv()
+    for i in range(n):
+        sc = sample_scenario(seed + i, 1 + i % 5)
+        messages = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+        texts.extend(m["content"] for m in messages)
+        env.restore(sc.task, sc.state)
+        texts.append(heuristic(env))
+    return texts
+
+
+def build_tiny_tokenizer(out_dir: Path, vocab_size: int = TINY_VOCAB_SIZE):
+    """A byte-level BPE trained offline on LifeStack text, saved as a Qwen2 tokenizer.
+
+    It is trained with Qwen2's own normaliser (NFC) and regex pre-tokenizer because
+    transformers rebuilds a qwen2 tokenizer with those on load: anything else would
+    change the token ids after a save/load round trip.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
+
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(tokenizer_corpus(), trainer=trainer)
+    model = json.loads(tok.to_str())["model"]
+    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model["merges"]]
+    hf_tok = Qwen2Tokenizer(vocab=model["vocab"], merges=merges, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                            additional_special_tokens=["<|im_start|>", "<|im_end|>"])
+    hf_tok.chat_template = CHAT_TEMPLATE
+    hf_tok.save_pretrained(out_dir)
+    return hf_tok
+
+
+def build_tiny_model(out_dir: Path, seed: int) -> None:
+    """Build (once) the CPU profile's random-weight Qwen2 model + tokenizer in ``out_dir``."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    if (out_dir / "config.json").exists() and (out_dir / "tokenizer_config.json").exists():
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    tok = build_tiny_tokenizer(out_dir)
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tok), tie_word_embeddings=True, bos_token_id=None,
+                         eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
+                         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), **TINY_MODEL_SHAPE)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.eos_token_id = config.eos_token_id
+    model.generation_config.pad_token_id = config.pad_token_id
+    model.save_pretrained(out_dir)
+
+
+def cpu_banner(cfg: dict[str, Any], base_dir: Path) -> str:
+    bar = "=" * 78
+    return "\n".join([
+        bar,
+        "  CPU PROFILE: PIPELINE CHECK, NOT REAL TRAINING",
+        f"  No GPU found, so {cfg['MODEL_NAME']} is replaced by a tiny random-weight",
+        f"  Qwen2-architecture model built offline in {base_dir}.",
+        "  Every stage, checkpoint, log and plot is produced, but the numbers say nothing",
+        "  about the real model. To train for real, run this script on a CUDA GPU",
+        "  (Colab: see README.md) and, for 4-bit QLoRA, `pip install unsloth`.",
+        bar,
+    ])
+
+
+def _apply_lora(model, cfg: dict[str, Any]):
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, task_type="CAUSAL_LM",
+                        target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+    return get_peft_model(model, config)
+
+
+def load_model(cfg: dict[str, Any], init_from: str | Path | None = None):
+    """(model, tokenizer) for the configured profile.
+
+    ``init_from`` is a stage directory saved earlier (resume): its weights, or its LoRA
+    adapter on top of the base model, are loaded instead of the fresh base.
+    """
+    profile = cfg["_PROFILE"]
+    if profile == "unsloth":
+        try:
+            import unsloth  # noqa: F401  (must be imported before trl / transformers)
+            from unsloth import FastLanguageModel
+        except ImportError as exc:
+            raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
+                             "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+        model, tok = FastLanguageModel.from_pretrained(str(init_from or cfg["MODEL_NAME"]), max_seq_length=cfg["MAX_SEQ_LENGTH"],
+                                                       load_in_4bit=cfg["LOAD_IN_4BIT"])
+        if init_from is None and cfg["USE_LORA"]:
+            model = FastLanguageModel.get_peft_model(
+                model, r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, random_state=cfg["SEED"],
+                target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+                use_gradient_checkpointing="unsloth")
+        return model, _prepare_tokenizer(tok)
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if profile == "cpu":
+        base = Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model")
+        if is_main_process():
+            build_tiny_model(base, cfg["SEED"])
+        barrier()
+        log(cpu_banner(cfg, base))
+        name, dtype = str(base), torch.float32
+    else:
+        if not torch.cuda.is_available():
+            raise SystemExit("DEVICE_PROFILE=peft needs a CUDA GPU; use --DEVICE_PROFILE=cpu for a pipeline check")
+        name = cfg["MODEL_NAME"]
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    tok = AutoTokenizer.from_pretrained(name)
+    is_adapter = init_from is not None and (Path(init_from) / "adapter_config.json").exists()
+    model = AutoModelForCausalLM.from_pretrained(str(init_from) if init_from and not is_adapter else name, dtype=dtype)
+    if profile != "cpu":
+        model.to("cuda")
+    if is_adapter:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(init_from), is_trainable=True)
+    elif cfg["USE_LORA"]:
+        model = _apply_lora(model, cfg)
+    return model, _prepare_tokenizer(tok)
+
+
+def _prepare_tokenizer(tok):
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"  # generation pads on the left
+    return tok
+
+
+# =====================================================================================
+# Dataset: seeded conversational prompts carrying the state they were written from
+# =====================================================================================
+SYSTEM_PROMPT = (
+    "You are LifeStack, a calm planner who resolves life conflicts. Read the situation and reply with "
+    "exactly one JSON object (no prose before or after) describing the single best next action."
+)
+METADATA_OPEN, METADATA_CLOSE = "<SYSTEM_METADATA>", "</SYSTEM_METADATA>"
+_METADATA_RE = re.compile(re.escape(METADATA_OPEN) + r"(.*?)" + re.escape(METADATA_CLOSE), re.S)
+ANSWER_SCHEMA = (
+    '{"action_type": "<one of: ' + ", ".join(ACTION_TYPES) + '>", "target_domain": "<one of: '
+    + ", ".join(DOMAIN_NAMES) + '>", "route": "<route id or null>", "metric_changes": {"domain.metric": <delta>}, '
+    '"resource_cost": {"time": <hours>, "money": <dollars>, "energy": <units>}, "reasoning": "<one or two sentences>"}'
+)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}" if abs(x) >= 1000 else f"{x:.1f}".rstrip("0").rstrip(".")
+
+
+def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, difficulty: int, seed: int) -> list[dict[str, str]]:
+    """System + user messages for one pre-action state (no hidden state revealed)."""
+    from lifestack.scenarios import Scenario
+
+    meta = scenario_metadata(Scenario(seed, difficulty, task, conflict, state, 0))
+    m = state.metrics
+    worst = sorted(METRIC_PATHS, key=lambda p: goodness(p, m[p]))[:6]
+    metric_lines = [f"  {p}: {_fmt(m[p])}{' (lower is better)' if p in INVERTED_METRICS else ''}" for p in worst]
+    domains = ", ".join(
+        f"{d} {sum(goodness(f'{d}.{x}', m[f'{d}.{x}']) for x in ms) / len(ms):.0f}" for d, ms in DOMAINS.items()
+    )
+    env = LifeStackEnv()
+    env.restore(task, state)
+    open_ids = set(env.open_routes())
+    route_lines = []
+    for r in task.viable_routes:
+        done = state.route_progress.get(r.id, [])
+        if r.id in state.closed_routes:
+            status = "CLOSED"
+        elif len(done) == len(r.required_action_types):
+            status = "completed"
+        elif r.id not in open_ids:
+            status = "unavailable (preconditions not met)"
+        else:
+            status = "open; next steps: " + ", ".join(a for a in r.required_action_types if a not in done)
+        route_lines.append(f"  - {r.id} ({r.name}): {status}. {r.description}")
+    events = [e.description for e in task.event_schedule if e.id in state.events_fired]
+    facts = ", ".join(f"{k}: {v}" for k, v in task.visible_world.items())
+    res = state.resources
+    user = "\n".join([
+        f"{METADATA_OPEN}{json.dumps(meta, separators=(',', ':'))}{METADATA_CLOSE}",
+        f"GOAL: {task.goal}",
+        f"SITUATION: {conflict.title}. {conflict.story}",
+        f"FACTS: {facts}",
+        f"STEP {state.step + 1} of {task.horizon}. Events so far: {' '.join(events) if events else 'none'}",
+        "MOST DAMAGED METRICS (0-100):",
+        *metric_lines,
+        f"DOMAIN HEALTH (0-100, higher is better): {domains}",
+        f"BUDGET LEFT: time {_fmt(res['time'])} h, money ${_fmt(res['money'])}, energy {_fmt(res['energy'])}",
+        "ROUTES (name one in \"route\" with one of its next steps as action_type to advance it):",
+        *route_lines,
+        "Claimed metric improvements must be paid for with time, money or energy; an action you cannot afford fails.",
+        f"Answer with one JSON object: {ANSWER_SCHEMA}",
+    ])
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = SEED):
+    """``n_prompts`` seeded conversational prompts as a ``datasets.Dataset``.
+
+    Item ``i`` is drawn from ``random.Random(seed + i)`` and records its seed and
+    difficulty; ``difficulty=None`` cycles 1..5. Same arguments, identical dataset.
+    """
+    from datasets import Dataset
+
+    rows: dict[str, list] = {"prompt": [], "difficulty": [], "domain": [], "seed": []}
+    for i in range(n_prompts):
+        d = difficulty if difficulty is not None else 1 + i % 5
+        sc = sample_scenario(seed + i, d)
+        rows["prompt"].append(build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed))
+        rows["difficulty"].append(d)
+        rows["domain"].append(sc.task.domain)
+        rows["seed"].append(sc.seed)
+    return Dataset.from_dict(rows)
+
+
+# =====================================================================================
+# Evaluation + the six reward functions
+# =====================================================================================
+_PROMPT_CACHE: OrderedDict[str, Any] = OrderedDict()  # prompt text -> (task, state, meta) or error
+_EVAL_CACHE: OrderedDict[tuple[str, str], dict] = OrderedDict()  # (prompt, completion) -> evaluation
+PROMPT_CACHE_SIZE = 4096
+EVAL_CACHE_SIZE = 65536
+_ENV = LifeStackEnv()
+_GENERATOR = TaskGenerator()
+RUN_CONTEXT: dict[str, Any] = {"stage": 0, "difficulty": 0, "step": 0, "phase": "train", "log_dir": LOG_DIR,
+                               "log_interval": LOG_INTERVAL, "evaluations": 0, "reward_seconds": 0.0}
+
+
+def completion_text(completion: Any) -> str:
+    """The assistant text of a completion: a string or ``[{"role": ..., "content": ...}]``."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        parts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
+        return "".join(p for p in parts if isinstance(p, str))
+    if isinstance(completion, dict):
+        content = completion.get("content", "")
+        return content if isinstance(content, str) else ""
+    return ""
+
+
+def prompt_text(prompt: Any) -> str:
+    """The user message of a conversational prompt (or the prompt string itself)."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        return users[-1] if users and isinstance(users[-1], str) else ""
+    return ""
+
+
+def _fallback(reason: str) -> dict[str, Any]:
+    return {"reward": FALLBACK_REWARD, "breakdown": {"error": reason}, "action": None}
+
+
+def _cache_put(cache: OrderedDict, key: Any, value: Any, limit: int) -> None:
+    cache[key] = value
+    if len(cache) > limit:
+        cache.popitem(last=False)
+
+
+def _prompt_context(text: str) -> tuple[Task, EpisodeState, dict] | str:
+    """Rebuild (task, pre-action state, metadata) from a prompt; a reason string on failure."""
+    hit = _PROMPT_CACHE.get(text)
+    if hit is not None:
+        return hit
+    match = _METADATA_RE.search(text)
+    if match is None:
+        result: Any = "prompt has no <SYSTEM_METADATA> block"
+    else:
+        try:
+            meta = json.loads(match.group(1))
+            if not isinstance(meta, dict):
+                raise ValueError("metadata is not an object")
+        except (ValueError, RecursionError) as exc:
+            result = f"unreadable metadata: {exc}"
+        else:
+            result = _context_from_metadata(meta)
+    _cache_put(_PROMPT_CACHE, text, result, PROMPT_CACHE_SIZE)
+    return result
+
+
+def _context_from_metadata(meta: dict) -> tuple[Task, EpisodeState, dict] | str:
+    try:
+        task = task_from_metadata(meta, _GENERATOR)
+    except Exception as exc:  # the hardening the reference page documents
+        print(f"[reward] Task construction failed: {exc}", file=sys.stderr, flush=True)
+        return f"task construction failed: {exc}"
+    missing = missing_task_fields(task)
+    if missing:
+        return f"task lacks required fields: {', '.join(missing)}"
+    try:
+        state = rebuild_state(meta, task)
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"state rebuild failed: {exc}"
+    return task, state, meta
+
+
+def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
+    """Score one completion against the state its prompt was written from.
+
+    Returns ``{"reward": float in [-1, 1], "breakdown": dict, "action": LifeStackAction | None}``;
+    on any parse or environment failure ``{"reward": -0.5, "breakdown": {"error": ...},
+    "action": None}``. Never raises. Only the prompt's metadata is read: a completion
+    cannot change the state it is scored against.
+    """
+    try:
+        ptext, ctext = prompt_text(prompt), completion_text(completion)
+        key = (ptext, ctext)
+        hit = _EVAL_CACHE.get(key)
+        if hit is not None:
+            return hit
+        ctx = _prompt_context(ptext)
+        if isinstance(ctx, str):
+            result = _fallback(ctx)
+        else:
+            task, state, meta = ctx
+            action, reason = parse_action(ctext)
+            if action is None:
+                result = _fallback(reason or "unparseable completion")
+            else:
+                _ENV.restore(task, state)
+                obs = _ENV.step(action)
+                reward = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
+                result = {"reward": reward, "breakdown": obs.metadata["breakdown"], "action": action,
+                          "info": obs.metadata["info"], "situation": (meta.get("conflict_id"), task.domain)}
+        _cache_put(_EVAL_CACHE, key, result, EVAL_CACHE_SIZE)
+        _maybe_log_generation(ptext, ctext, result)
+        return result
+    except Exception as exc:  # never let one completion crash a training run
+        return _fallback(f"evaluation error: {type(exc).__name__}: {exc}")
+
+
+def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
+    """Append every LOG_INTERVAL-th fresh evaluation to generations.jsonl (main process only)."""
+    RUN_CONTEXT["evaluations"] += 1
+    if RUN_CONTEXT["evaluations"] % RUN_CONTEXT["log_interval"] or not is_main_process():
+        return
+    head = _METADATA_RE.sub("", ptext).strip()[:300]
+    action = result.get("action")
+    line = {
+        "time": round(time.time(), 3), "phase": RUN_CONTEXT["phase"], "step": RUN_CONTEXT["step"],
+        "stage": RUN_CONTEXT["stage"], "difficulty": RUN_CONTEXT["difficulty"], "evaluation": RUN_CONTEXT["evaluations"],
+        "prompt_head": head, "completion": ctext[:4000], "action": action.to_dict() if action else None,
+        "reward": result["reward"], "breakdown": result["breakdown"],
+    }
+    try:
+        path = Path(RUN_CONTEXT["log_dir"]) / "generations.jsonl"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, default=str) + "\n")
+    except OSError as exc:  # a full disk must not change a reward
+        if not RUN_CONTEXT.get("log_warned"):
+            print(f"[log] could not write generations.jsonl: {exc}", file=sys.stderr)
+            RUN_CONTEXT["log_warned"] = True
+
+
+def _evaluations(completions: Sequence[Any], prompts: Sequence[Any] | None, kwargs: dict) -> list[dict]:
+    state = kwargs.get("trainer_state")
+    if state is not None and getattr(state, "global_step", None) is not None:
+        RUN_CONTEXT["step"] = state.global_step
+    prompts = prompts if prompts is not None else kwargs.get("prompt") or [""] * len(completions)
+    return [get_lifestack_evaluation(c, p) for c, p in zip(completions, prompts)]
+
+
+def _timed(fn: Callable) -> Callable:
+    """Count the wall time spent in reward code (reported per stage)."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            RUN_CONTEXT["reward_seconds"] += time.perf_counter() - t0
+        return [x if math.isfinite(x) else 0.0 for x in (max(-1.0, min(1.0, float(v))) for v in out)]
+
+    return wrapper
+
+
+REFUSAL_RE = re.compile(r"\b(i can(?:no|')t|i am unable|i'm unable|as an ai|i won't|sorry)\b", re.I)
+
+
+def format_score(text: str) -> float:
+    """Graded JSON compliance: empty/refusal < unparseable < partial < complete."""
+    if not text.strip() or ("{" not in text and REFUSAL_RE.search(text)):
+        return -1.0
+    action, reason = parse_action(text)
+    if action is None:
+        from lifestack.actions import find_json_object
+
+        obj, error, _ = find_json_object(text[:200_000])
+        if error is not None or not isinstance(obj, dict):
+            return -0.6
+        present = sum(1 for f in ACTION_FIELDS if f in obj) / len(ACTION_FIELDS)
+        return -0.4 + 0.3 * present  # a partial object: closer to the schema, less bad
+    score = 1.0
+    for note in action.notes:
+        if note.startswith("missing:"):
+            score -= 0.15
+        elif note == "trailing_text":
+            score -= 0.2
+        else:
+            score -= 0.1
+    return max(score, 0.1)
+
+
+@_timed
+def reward_format_fn(completions: Sequence[Any], **kwargs) -> list[float]:
+    """JSON format compliance, graded: -1 empty/refusal, -0.6 no JSON, -0.4..-0.1 partial, 0.1..1 valid."""
+    return [format_score(completion_text(c)) for c in completions]
+
+
+def claimed_gain(action: LifeStackAction) -> float:
+    return sum(max(goodness_delta(p, d), 0.0) for p, d in action.metric_changes.items())
+
+
+@_timed
+def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
+    """Metric changes must be paid for: 2 x paid share - 1; 0 with no claims; -1 when unparseable."""
+    out = []
+    for ev in _evaluations(completions, prompts, kwargs):
+        action, b = ev["action"], ev["breakdown"]
+        if action is None:
+            out.append(-1.0)
+        elif any(n.startswith("negative_cost") for n in action.notes):
+            out.append(-1.0)
+        elif "penalty.unaffordable" in b:
+            out.append(-0.5)
+        elif claimed_gain(action) <= 0:
+            out.append(0.0)
+        else:
+            out.append(2.0 * float(b.get("plausibility", 0.0)) - 1.0)
+    return out
+
+
+@_timed
+def reward_task_success_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
+    """The environment's task reward for the action (-0.5 when it cannot be evaluated)."""
+    return [float(ev["reward"]) for ev in _evaluations(completions, prompts, kwargs)]
+
+
+@_timed
+def reward_milestone_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
+    """Milestone progress made by the action: its share of the best per-step milestone reward."""
+    out = []
+    for ev in _evaluations(completions, prompts, kwargs):
+        b = ev["breakdown"]
+        if ev["action"] is None:
+            out.append(-0.5)
+        elif "penalty.dead_end" in b:
+            out.append(-0.5)
+        else:
+            out.append(float(b.get("component.milestone", 0.0)))
+    return out
+
+
+@_timed
+def reward_reasoning_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
+    """Planning coherence of the reasoning with state, action and route; keyword stuffing scores -0.5."""
+    out = []
+    for ev in _evaluations(completions, prompts, kwargs):
+        b = ev["breakdown"]
+        if ev["action"] is None or "penalty.keyword_stuffing" in b:
+            out.append(-0.5)
+        else:
+            out.append(float(b.get("component.reasoning", 0.0)))
+    return out
+
+
+_FEEDBACK: dict[str, Any] = {"store": None, "path": None, "on_error": "raise"}
+
+
+def configure_feedback(path: str | None, on_error: str = "raise") -> None:
+    """Choose the feedback database (opened lazily, once per process)."""
+    _FEEDBACK.update(store=None, path=path or None, on_error=on_error)
+
+
+def feedback_store():
+    if _FEEDBACK["store"] is None:
+        from lifestack.feedback import FeedbackStore
+
+        _FEEDBACK["store"] = FeedbackStore(_FEEDBACK["path"])
+    return _FEEDBACK["store"]
+
+
+@_timed
+def reward_human_feedback_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
+    """Agreement with recorded real outcomes for this conflict (else task domain); 0 where none exist."""
+    out = []
+    try:
+        store = feedback_store()
+    except Exception:
+        if _FEEDBACK["on_error"] != "zero":
+            raise
+        return [0.0] * len(completions)
+    for ev in _evaluations(completions, prompts, kwargs):
+        action = ev["action"]
+        if action is None:
+            out.append(0.0)
+            continue
+        conflict_id, domain = ev.get("situation", (None, None))
+        score = store.score(str(conflict_id), action.action_type, action.target_domain)
+        if score is None:
+            score = store.score(str(domain), action.action_type, action.target_domain)
+        out.append(0.0 if score is None else float(score))
+    return out
+
+
+REWARD_FUNCS = [reward_format_fn, reward_plausibility_fn, reward_task_success_fn,
+                reward_milestone_fn, reward_reasoning_fn, reward_human_feedback_fn]
+assert tuple(f.__name__ for f in REWARD_FUNCS) == REWARD_NAMES  # REWARD_WEIGHTS follow this order
+
+
+def reward_vector(completion: Any, prompt: Any) -> dict[str, float]:
+    """All six rewards for one completion (evaluation and logging helper)."""
+    return {f.__name__: f([completion], prompts=[prompt])[0] for f in REWARD_FUNCS}
+
+
+# =====================================================================================
+# Generation, warm start and the curriculum
+# =====================================================================================
+def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16) -> list[str]:
+    """Greedy completions for conversational prompts (deterministic, for evaluation)."""
+    import torch
+
+    model_ = model
+    was_training = model_.training
+    model_.eval()
+    out: list[str] = []
+    device = next(model_.parameters()).device
+    try:
+        for i in range(0, len(prompts), batch_size):
+            chunk = prompts[i:i + batch_size]
+            texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in chunk]
+            enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            with torch.no_grad():
+                gen = model_.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+    finally:
+        if was_training:
+            model_.train()
+    return out
+
+
+def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
+    """A short supervised pass on heuristic demonstrations so a tiny model emits JSON.
+
+    Loss is on the completion tokens only. Returns the loss per step.
+    """
+    import random
+
+    import torch
+
+    from lifestack.policies import heuristic
+
+    steps = cfg["WARM_START_SFT_STEPS"]
+    if steps <= 0:
+        return []
+    rng = random.Random(cfg["SEED"] + 777)
+    env = LifeStackEnv()
+    pairs = []
+    for i in range(max(64, steps)):
+        sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
+        env.restore(sc.task, sc.state)
+        pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), heuristic(env)))
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
+    model.train()
+    losses = []
+    for step in range(steps):
+        batch = rng.sample(pairs, 4)
+        ids, labels = [], []
+        for messages, answer in batch:
+            p = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            p_ids = tokenizer(p, add_special_tokens=False)["input_ids"]
+            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids.append(p_ids + a_ids)
+            labels.append([-100] * len(p_ids) + a_ids)
+        width = max(len(x) for x in ids)
+        pad = tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        label_t = torch.tensor([[-100] * (width - len(x)) + x for x in labels], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=label_t).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+        if step % 20 == 0 or step == steps - 1:
+            log(f"[warm start] step {step + 1}/{steps} loss {losses[-1]:.3f}")
+    return losses
+
+
+def held_out_prompts(n: int, difficulty: int, seed: int) -> list[list[dict]]:
+    ds = generate_dataset(n, difficulty, seed=seed)
+    return list(ds["prompt"])
+
+
+def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[str, Any]) -> dict[str, Any]:
+    """Mean of each reward and the valid-JSON rate on ``prompts`` (greedy completions)."""
+    RUN_CONTEXT["phase"] = "eval"
+    try:
+        completions = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
+        rows = [reward_vector(c, p) for c, p in zip(completions, prompts)]
+    finally:
+        RUN_CONTEXT["phase"] = "train"
+    means = {k: sum(r[k] for r in rows) / len(rows) for k in REWARD_NAMES}
+    valid = sum(1 for c in completions if parse_action(c)[0] is not None) / len(completions)
+    return {"mean_task_reward": means["reward_task_success_fn"], "reward_means": means, "valid_json_rate": valid,
+            "completions": completions}
+
+
+def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
+    """TRL GRPOConfig for one stage (TRL 1.x names: processing_class, no max_prompt_length)."""
+    import importlib.util
+
+    import torch
+    from trl import GRPOConfig
+
+    lrs = cfg["LEARNING_RATES"]
+    report = cfg["REPORT_TO"]
+    if report == "auto":
+        report = "tensorboard" if importlib.util.find_spec("tensorboard") else "none"
+    cuda = torch.cuda.is_available() and cfg["_PROFILE"] != "cpu"
+    bf16 = cuda and torch.cuda.is_bf16_supported()
+    kwargs = dict(
+        output_dir=str(output_dir), learning_rate=lrs[min(stage - 1, len(lrs) - 1)],
+        per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
+        num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
+        temperature=cfg["TEMPERATURE"], beta=cfg["BETA"], reward_weights=[float(w) for w in cfg["REWARD_WEIGHTS"]],
+        num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
+        report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=bf16, fp16=cuda and not bf16,
+        use_cpu=not cuda, remove_unused_columns=False,
+        disable_tqdm=not is_main_process(),
+    )
+    if cfg["USE_VLLM"]:
+        kwargs.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg["VLLM_GPU_MEMORY_UTILIZATION"])
+    return GRPOConfig(**kwargs)
+
+
+def check_vllm(cfg: dict[str, Any]) -> None:
+    import importlib.util
+
+    if cfg["USE_VLLM"] and importlib.util.find_spec("vllm") is None:
+        raise SystemExit("USE_VLLM=True but vLLM is not installed: `pip install vllm` (GPU only), or set USE_VLLM=False")
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a crash leaves either the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, indent=2)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    fresh = {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False}
+    if not cfg["RESUME"] or not path.exists():
+        return fresh
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if state.get("version") != 1 or not isinstance(state.get("stages"), list):
+            raise ValueError("unknown layout")
+        return state
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{path}: unreadable curriculum state ({exc}); delete it or run with --RESUME=False") from None
+
+
+def last_checkpoint(directory: Path) -> str | None:
+    if not directory.exists():
+        return None
+    ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[-1]))
+    return str(ckpts[-1]) if ckpts else None
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)
+
+
+def save_model(model, tokenizer, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    _unwrap(model).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+
+
+def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty."""
+    from trl import GRPOTrainer
+
+    out = Path(cfg["OUTPUT_DIR"])
+    state_path = out / "curriculum_state.json"
+    state = load_curriculum_state(state_path, cfg)
+    RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    if state["finished"]:
+        log(f"[curriculum] {state_path} says all {len(state['stages'])} stages are done; nothing to train")
+    for stage in range(state["next_stage"], cfg["N_STAGES"] + 1):
+        difficulty = state["difficulty"]
+        RUN_CONTEXT.update(stage=stage, difficulty=difficulty)
+        stage_dir = out / f"stage_{stage}"
+        ckpt_dir = stage_dir / "checkpoints"
+        dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage)
+        trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, ckpt_dir),
+                              train_dataset=dataset, processing_class=tokenizer)
+        resume = last_checkpoint(ckpt_dir) if cfg["RESUME"] else None
+        log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
+            + (f", resuming from {resume}" if resume else ""))
+        reward_t0, t0 = RUN_CONTEXT["reward_seconds"], time.perf_counter()
+        trainer.train(resume_from_checkpoint=resume)
+        train_seconds = time.perf_counter() - t0
+        reward_seconds = RUN_CONTEXT["reward_seconds"] - reward_t0
+        model = trainer.model
+        history = [h for h in trainer.state.log_history if "reward" in h]
+        if is_main_process():
+            save_model(model, tokenizer, stage_dir)
+            (Path(cfg["LOG_DIR"])).mkdir(parents=True, exist_ok=True)
+            with open(Path(cfg["LOG_DIR"]) / "train_history.jsonl", "a", encoding="utf-8") as fh:
+                for h in history:
+                    fh.write(json.dumps({"stage": stage, "difficulty": difficulty, **h}) + "\n")
+        barrier()
+        decision = None
+        if is_main_process():
+            prompts = held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, cfg["SEED"] + 9_000_000 + 1000 * stage)
+            result = evaluate_policy(_unwrap(model), tokenizer, prompts, cfg)
+            mean = result["mean_task_reward"]
+            advance = mean > cfg["ADVANCE_THRESHOLD"] and difficulty < 5
+            decision = {
+                "stage": stage, "difficulty": difficulty, "mean_task_reward": round(mean, 4),
+                "reward_means": {k: round(v, 4) for k, v in result["reward_means"].items()},
+                "valid_json_rate": round(result["valid_json_rate"], 4), "advance": advance,
+                "next_difficulty": difficulty + 1 if advance else difficulty, "train_seconds": round(train_seconds, 2),
+                "reward_seconds": round(reward_seconds, 3),
+                "frac_reward_zero_std": _mean([h.get("frac_reward_zero_std") for h in history]),
+                "steps": trainer.state.global_step,
+            }
+        decision = broadcast_object(decision)  # every rank takes the same decision
+        state["stages"].append(decision)
+        state["difficulty"] = decision["next_difficulty"]
+        state["next_stage"] = stage + 1
+        if is_main_process():
+            write_json_atomic(state_path, state)
+            shutil.rmtree(ckpt_dir, ignore_errors=True)  # the stage is saved; step checkpoints are spent
+            means = " ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={v:+.3f}" for k, v in decision["reward_means"].items())
+            log(f"[stage {stage}] difficulty {difficulty} | held-out task reward {decision['mean_task_reward']:+.3f} "
+                f"(threshold {cfg['ADVANCE_THRESHOLD']}) | valid JSON {decision['valid_json_rate']:.0%} | {means} | "
+                f"reward code {reward_seconds / max(train_seconds, 1e-9):.1%} of {train_seconds:.1f}s | "
+                f"{'ADVANCE to ' + str(difficulty + 1) if decision['advance'] else 'stay at ' + str(difficulty)}")
+        barrier()
+    state["finished"] = True
+    if is_main_process():
+        write_json_atomic(state_path, state)
+        save_model(model, tokenizer, out)
+        if cfg["SAVE_MERGED"] and hasattr(_unwrap(model), "merge_and_unload"):
+            import copy
+
+            merged = copy.deepcopy(_unwrap(model)).merge_and_unload()
+            merged.save_pretrained(out / "merged")
+            tokenizer.save_pretrained(out / "merged")
+        log(f"[curriculum] final model and tokenizer saved to {out}")
+    barrier()
+    return model, state
+
+
+def _mean(xs: Sequence[Any]) -> float | None:
+    vals = [float(x) for x in xs if isinstance(x, (int, float))]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
+# =====================================================================================
+# Final evaluation and plots
+# =====================================================================================
+def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
+    """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step."""
+    from lifestack.scenarios import Scenario  # noqa: F401  (type only)
+
+    episodes = []
+    for i in range(n):
+        difficulty = 1 + (i * 5) // n
+        domain = ("flight_crisis", "code_merge_crisis")[i % 2]
+        sc = sample_scenario(seed + i, difficulty, domain)
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)  # episodes start at the crisis itself
+        episodes.append({"episode": i, "difficulty": difficulty, "domain": domain, "seed": sc.seed, "env": env,
+                         "conflict": sc.conflict, "rewards": [], "valid": 0, "actions": 0})
+    for _round in range(max(e["env"].task.horizon for e in episodes)):
+        live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
+        if not live:
+            break
+        prompts = [build_prompt(e["env"].task, e["conflict"], e["env"].state, e["difficulty"], e["seed"]) for e in live]
+        texts = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
+        for e, text in zip(live, texts):
+            obs = e["env"].step(text)
+            e["rewards"].append(obs.reward)
+            e["actions"] += 1
+            e["valid"] += "error" not in obs.metadata["breakdown"]
+    return [{"episode": e["episode"], "difficulty": e["difficulty"], "domain": e["domain"], "seed": e["seed"],
+             "reward": sum(e["rewards"]) / len(e["rewards"]), "steps": len(e["rewards"]),
+             "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1)} for e in episodes]
+
+
+def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:
+    out = []
+    for i in range(len(xs)):
+        chunk = xs[max(0, i - window + 1): i + 1]
+        out.append(sum(chunk) / len(chunk))
+    return out
+
+
+def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for rows, label, colour in ((base, "base model", "tab:gray"), (trained, "GRPO-trained", "tab:blue")):
+        xs = [r["episode"] for r in rows]
+        ys = [r["reward"] for r in rows]
+        ax.plot(xs, ys, "o", ms=3, alpha=0.45, color=colour, label=f"{label} (per episode)")
+        ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=f"{label} (rolling mean, 10)")
+    ax.axhline(0.6, ls="--", lw=1, color="tab:red", label="curriculum threshold 0.6")
+    ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
+    ax.set_ylabel("mean task reward per step")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_title("LifeStack GRPO: trained vs base model")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_training_curves(history_path: Path, path: str | Path) -> bool:
+    """Per-reward-function means over training steps (all stages), from train_history.jsonl."""
+    if not history_path.exists():
+        return False
+    rows = [json.loads(line) for line in history_path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not rows:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    xs = list(range(1, len(rows) + 1))
+    for name in REWARD_NAMES:
+        key = f"rewards/{name}/mean"
+        ys = [r.get(key) for r in rows]
+        if any(y is not None for y in ys):
+            ax.plot(xs, rolling_mean([y if y is not None else 0.0 for y in ys], 5), label=name.removesuffix("_fn"))
+    zero = [r.get("frac_reward_zero_std") for r in rows]
+    if any(z is not None for z in zero):
+        ax.plot(xs, [z if z is not None else 0.0 for z in zero], "k:", label="frac_reward_zero_std")
+    for i in range(1, len(rows)):
+        if rows[i]["stage"] != rows[i - 1]["stage"]:
+            ax.axvline(xs[i] - 0.5, color="grey", lw=0.5)
+    ax.set_xlabel("training log step (all stages; grey lines = stage boundaries)")
+    ax.set_ylabel("reward (rolling mean, 5)")
+    ax.set_title("GRPO training curves per reward function")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
+def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Trained vs base model on N_EVAL_EPISODES episodes; writes the plot and eval JSONL."""
+    if not is_main_process():
+        return {}
+    n, seed = cfg["N_EVAL_EPISODES"], cfg["SEED"] + 20_000_000
+    core = _unwrap(model)
+    trained = run_episodes(core, tokenizer, cfg, n, seed)
+    if hasattr(core, "disable_adapter"):
+        with core.disable_adapter():  # the same weights without the adapter: the base model
+            base = run_episodes(core, tokenizer, cfg, n, seed)
+    else:
+        base_model, base_tok = load_model({**cfg, "USE_LORA": False})
+        base = run_episodes(base_model, base_tok, cfg, n, seed)
+        del base_model
+    log_dir = Path(cfg["LOG_DIR"])
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "eval_episodes.jsonl", "w", encoding="utf-8") as fh:
+        for label, rows in (("trained", trained), ("base", base)):
+            for r in rows:
+                fh.write(json.dumps({"model": label, **r}) + "\n")
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"])
+    curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
+    summary = {
+        "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,
+        "trained_valid_json": sum(r["valid_json_rate"] for r in trained) / n,
+        "base_valid_json": sum(r["valid_json_rate"] for r in base) / n,
+    }
+    log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs base {summary['base_mean']:+.3f} mean reward "
+        f"(valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
+        + (f", curves: {cfg['CURVES_PATH']}" if curves else ""))
+    return summary
+
+
+# =====================================================================================
+# Main
+# =====================================================================================
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rank, world = world_info()
+    try:
+        cfg = build_config(argv, world)
+    except ConfigError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    check_vllm(cfg)
+    configure_feedback(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
+    if cfg["FEEDBACK_ON_ERROR"] == "raise":
+        try:
+            feedback_store()  # a broken database should stop the run now, not mid-training
+        except Exception as exc:
+            print(f"feedback database error: {exc}", file=sys.stderr)
+            return 2
+    import random
+
+    import torch
+    from transformers import set_seed
+
+    random.seed(cfg["SEED"])
+    set_seed(cfg["SEED"])
+    if cfg["_PROFILE"] == "unsloth" and world > 1:
+        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
+        cfg["_PROFILE"] = "peft"
+    log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
+        f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
+    out = Path(cfg["OUTPUT_DIR"])
+    state_path = out / "curriculum_state.json"
+    prior = load_curriculum_state(state_path, cfg)
+    done_stages = prior["next_stage"] - 1
+    init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
+    model, tokenizer = load_model(cfg, init_from)
+    if init_from is None and not prior["stages"]:
+        warm_start(model, tokenizer, cfg)
+    else:
+        log(f"[setup] resuming after stage {done_stages} from {init_from}")
+    model, _state = train_curriculum(model, tokenizer, cfg)
+    evaluate_and_plot(model, tokenizer, cfg)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
