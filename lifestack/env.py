@@ -13,6 +13,7 @@ state a prompt was written from.
 from __future__ import annotations
 
 import random
+from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -20,7 +21,7 @@ from .actions import LifeStackAction, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
-from .reward import P_INVALID_ACTION, StepOutcome, reasoning_coherence, task_reward, words_of
+from .reward import DAMAGED_BELOW, P_INVALID_ACTION, StepOutcome, reasoning_coherence, task_reward, vocabulary_of, words_of
 from .tasks import Task, all_hold, any_holds, condition_holds, missing_task_fields
 
 # --- the economics of an action ----------------------------------------------------------
@@ -65,6 +66,10 @@ class EpisodeState:
     events_fired: list[str] = field(default_factory=list)
     done: bool = False
     outcome: str = "running"  # running | success | failure | timeout
+    # Facts derived from this exact state (damaged metrics, ...), cached because the
+    # trainer scores many completions against one pre-action state. Never serialised;
+    # dropped whenever the state changes.
+    derived: tuple[str, "StateContext"] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,8 +115,19 @@ class EpisodeState:
         return EpisodeState(
             self.seed, dict(self.metrics), dict(self.resources), self.budget, dict(self.world), dict(self.hidden),
             self.step, {k: list(v) for k, v in self.route_progress.items()}, list(self.closed_routes),
-            list(self.milestones), list(self.events_fired), self.done, self.outcome,
+            list(self.milestones), list(self.events_fired), self.done, self.outcome, self.derived,
         )
+
+
+@dataclass(frozen=True)
+class StateContext:
+    """What the reward needs to know about a pre-action state, computed once per state."""
+
+    damaged: frozenset[str]  # metrics with goodness below DAMAGED_BELOW
+    damaged_top: tuple[str, ...]  # the worst four of them (what a reasoning should cite)
+    damaged_vocab: frozenset[str]
+    event_words: frozenset[str]  # words of the events seen before acting
+    best_step_reward: float
 
 
 def initial_state(task: Task, conflict: ConflictEvent | None, seed: int, graph: DependencyGraph = DEFAULT_GRAPH) -> EpisodeState:
@@ -129,13 +145,24 @@ def initial_state(task: Task, conflict: ConflictEvent | None, seed: int, graph: 
     )
 
 
+@lru_cache(maxsize=65536)
 def event_roll(seed: int, event_id: str) -> float:
     """The episode's deterministic roll for one event (stable across processes)."""
     return random.Random(f"{seed}:{event_id}").random()
 
 
+_ROUTE_WORDS: dict[str, dict[str, frozenset[str]]] = {}
+
+
 def route_words(task: Task) -> dict[str, frozenset[str]]:
-    return {r.id: frozenset(w for w in words_of(r.id + " " + r.name) if len(w) > 3) for r in task.viable_routes}
+    """Words naming each route (for reasoning coherence); cached per task id."""
+    words = _ROUTE_WORDS.get(task.id)
+    if words is None or words.keys() != set(task.route_ids):
+        words = {r.id: frozenset(w for w in words_of(r.id + " " + r.name) if len(w) > 3) for r in task.viable_routes}
+        if len(_ROUTE_WORDS) > 16384:
+            _ROUTE_WORDS.clear()
+        _ROUTE_WORDS[task.id] = words
+    return words
 
 
 class LifeStackEnv:
@@ -169,11 +196,18 @@ class LifeStackEnv:
         self.state = initial_state(task, conflict, seed, self.graph)
         return self._observation(0.0, {}, ["episode started"], [])
 
-    def restore(self, task: Task, snapshot: Mapping[str, Any] | EpisodeState) -> Observation:
-        """Continue from a snapshot taken with :meth:`snapshot` on the same task."""
+    def restore(self, task: Task, snapshot: Mapping[str, Any] | EpisodeState, observe: bool = True) -> Observation | None:
+        """Continue from a snapshot taken with :meth:`snapshot` on the same task.
+
+        ``observe=False`` skips building the observation (the reward hot path).
+        """
         self._set_task(task)
-        self.state = snapshot.clone() if isinstance(snapshot, EpisodeState) else EpisodeState.from_dict(snapshot)
-        return self._observation(0.0, {}, ["state restored"], [])
+        if isinstance(snapshot, EpisodeState):
+            self._context(snapshot)  # cache on the source, so every restore of it shares the work
+            self.state = snapshot.clone()
+        else:
+            self.state = EpisodeState.from_dict(snapshot)
+        return self._observation(0.0, {}, ["state restored"], []) if observe else None
 
     def snapshot(self) -> dict[str, Any]:
         return self._require_state().to_dict()
@@ -182,6 +216,17 @@ class LifeStackEnv:
         if task is not self.task:
             self.task = task
             self._route_words = route_words(task)
+
+    def _context(self, s: EpisodeState) -> StateContext:
+        if s.derived is not None and s.derived[0] == self.task.id:
+            return s.derived[1]
+        m = s.metrics
+        damaged = frozenset(p for p in METRIC_PATHS if goodness(p, m[p]) < DAMAGED_BELOW)
+        top = tuple(sorted(damaged, key=lambda p: (goodness(p, m[p]), p))[:4])
+        seen = frozenset(w for e in s.events_fired for w in e.split("_") if len(w) > 2)
+        ctx = StateContext(damaged, top, vocabulary_of(top), seen, self._best_step_reward(s))
+        s.derived = (self.task.id, ctx)
+        return ctx
 
     def _require_state(self) -> EpisodeState:
         if self.state is None or self.task is None:
@@ -221,6 +266,8 @@ class LifeStackEnv:
             return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
 
         info: list[str] = []
+        ctx = self._context(s)
+        s.derived = None  # the state is about to change
         before = s.metrics
         after = dict(before)
         cost = action.resource_cost
@@ -228,7 +275,7 @@ class LifeStackEnv:
         route_status, route_fraction, route_value = "none", 0.0, 0.0
         claimed_gain, plausibility, cascade_worsened, spent_fraction = 0.0, 1.0, 0, 0.0
         milestones_before = len(s.milestones)
-        best_step_reward = self._best_step_reward(s)
+        moved: set[str] = set()
 
         if not affordable:
             short = [k for k in RESOURCE_NAMES if cost[k] > s.resources[k] + 1e-9]
@@ -262,6 +309,7 @@ class LifeStackEnv:
             for p, d in intrinsic.items():
                 if d:
                     changes[p] = changes.get(p, 0.0) + d
+            moved.update(changes)
             big = {p: d for p, d in changes.items() if abs(d) >= CASCADE_TRIGGER}
             for p, d in changes.items():
                 if p not in big:
@@ -270,43 +318,48 @@ class LifeStackEnv:
                 result = self.graph.cascade(after, big)
                 after = result.values
                 cascade_worsened = sum(1 for p, d in result.spread.items() if goodness_delta(p, d) < -1.0)
+                moved.update(result.spread)
             s.metrics = after
 
         # 4. time passes; scheduled events fire
         s.step += 1
         fired = self._fire_events(s, info)
-        # 5. milestones, success, failure, timeout
-        for m in task.milestones:
-            if m.id not in s.milestones and condition_holds(s.world, s.hidden, m.condition_key, m.condition_value):
-                s.milestones.append(m.id)
-                info.append(f"milestone reached: {m.description}")
-        new_milestones = s.milestones[milestones_before:]
-        milestone_gain = sum(m.reward for m in task.milestones if m.id in new_milestones)
-        success = all_hold(s.world, s.hidden, task.success_conditions)
-        failure = not success and any_holds(s.world, s.hidden, task.failure_conditions)
+        # 5. milestones, success, failure, timeout. They read only the world, so when
+        # neither a route nor an event changed it, nothing new can hold (hot-path saving).
+        milestone_gain, success, failure = 0.0, False, False
+        if fired or route_status in ("advanced", "completed"):
+            for m in task.milestones:
+                if m.id not in s.milestones and condition_holds(s.world, s.hidden, m.condition_key, m.condition_value):
+                    s.milestones.append(m.id)
+                    info.append(f"milestone reached: {m.description}")
+            new_milestones = s.milestones[milestones_before:]
+            milestone_gain = sum(m.reward for m in task.milestones if m.id in new_milestones)
+            success = all_hold(s.world, s.hidden, task.success_conditions)
+            failure = not success and any_holds(s.world, s.hidden, task.failure_conditions)
         timeout = not success and not failure and s.step >= task.horizon
         if success or failure or timeout:
             s.done = True
             s.outcome = "success" if success else "failure" if failure else "timeout"
             info.append(f"episode over: {s.outcome}")
 
-        damaged = sorted((p for p in METRIC_PATHS if goodness(p, before[p]) < 62.0), key=lambda p: goodness(p, before[p]))[:4]
-        event_words = self._event_words(s, exclude=fired)
-        r_score, stuffing = reasoning_coherence(action.reasoning, action, damaged=damaged,
-                                                route_words=self._route_words, event_words=event_words)
+        r_score, stuffing = reasoning_coherence(action.reasoning, action, damaged=ctx.damaged_top,
+                                                route_words=self._route_words, event_words=ctx.event_words,
+                                                damaged_vocab=ctx.damaged_vocab)
+        after_m = s.metrics
+        good_changes = {p: d for p in moved if (d := goodness_delta(p, after_m[p] - before[p]))}
         outcome = StepOutcome(
             action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
             affordable=affordable, claimed_gain=claimed_gain, plausibility=plausibility,
             route_status=route_status, route_fraction=route_fraction, route_value=route_value,
-            milestone_gain=milestone_gain, best_step_reward=best_step_reward,
+            milestone_gain=milestone_gain, best_step_reward=ctx.best_step_reward,
             success=success, failure=failure, timeout=timeout,
-            replan_applicable=bool(event_words), cascade_worsened=cascade_worsened,
-            reasoning_score=r_score, stuffing=stuffing,
+            replan_applicable=bool(ctx.event_words), cascade_worsened=cascade_worsened,
+            reasoning_score=r_score, stuffing=stuffing, changes=good_changes, damaged=ctx.damaged,
         )
         result = task_reward(outcome)
         breakdown = result.breakdown()
-        breakdown["plausibility"] = round(plausibility, 6)
-        breakdown["milestone_gain"] = round(milestone_gain, 6)
+        breakdown["plausibility"] = plausibility
+        breakdown["milestone_gain"] = milestone_gain
         breakdown["route_status"] = route_status  # type: ignore[assignment]
         return self._observation(result.total, breakdown, info, fired)
 
@@ -358,13 +411,6 @@ class LifeStackEnv:
                 fired.append(ev.id)
                 info.append(f"event: {ev.description}")
         return fired
-
-    def _event_words(self, s: EpisodeState, exclude: list[str]) -> frozenset[str]:
-        """Words of the events the agent had seen before acting (for replanning/reasoning)."""
-        seen = [e for e in s.events_fired if e not in exclude]
-        if not seen:
-            return frozenset()
-        return frozenset(w for e in seen for w in e.split("_") if len(w) > 2)
 
     def _best_step_reward(self, s: EpisodeState) -> float:
         """The largest milestone reward per step any still-usable route offers."""

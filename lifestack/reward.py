@@ -42,6 +42,7 @@ P_KEYWORD_STUFFING = -0.3  # reasoning is a bag of domain words
 P_TIMEOUT = -0.2  # horizon reached without success
 P_FAILURE = -0.5  # a failure condition holds
 CRITICAL_GOODNESS = 10.0
+RELATIONSHIP_METRICS = frozenset(p for p in METRIC_PATHS if p.startswith("relationships."))
 
 
 @dataclass
@@ -67,6 +68,20 @@ class StepOutcome:
     cascade_worsened: int = 0
     reasoning_score: float = 0.0
     stuffing: bool = False
+    # Fast path, filled by the env: goodness deltas of the metrics that changed, and the
+    # metrics that were damaged before the action. Derived from before/after when None.
+    changes: Mapping[str, float] | None = None
+    damaged: frozenset[str] | None = None
+
+    def goodness_changes(self) -> Mapping[str, float]:
+        if self.changes is None:
+            self.changes = {p: d for p in METRIC_PATHS if (d := goodness_change(self.before, self.after, p))}
+        return self.changes
+
+    def damaged_before(self) -> frozenset[str]:
+        if self.damaged is None:
+            self.damaged = frozenset(p for p in METRIC_PATHS if goodness(p, self.before[p]) < DAMAGED_BELOW)
+        return self.damaged
 
 
 @dataclass
@@ -76,9 +91,9 @@ class RewardResult:
     penalties: dict[str, float] = field(default_factory=dict)
 
     def breakdown(self) -> dict[str, float]:
-        out = {f"component.{k}": round(v, 6) for k, v in self.components.items()}
-        out.update({f"penalty.{k}": round(v, 6) for k, v in self.penalties.items()})
-        out["total"] = round(self.total, 6)
+        out = {f"component.{k}": v for k, v in self.components.items()}
+        out.update({f"penalty.{k}": v for k, v in self.penalties.items()})
+        out["total"] = self.total
         return out
 
 
@@ -94,19 +109,19 @@ def goodness_change(before: Mapping[str, float], after: Mapping[str, float], pat
 
 def local_outcome(o: StepOutcome) -> dict[str, float]:
     """The four local-outcome sub-scores, each in [-1, 1]."""
-    changes = {p: goodness_change(o.before, o.after, p) for p in METRIC_PATHS}
+    changes = o.goodness_changes()  # only the metrics that moved; the rest changed by 0
     gain = sum(changes.values())
-    damaged = [p for p in METRIC_PATHS if goodness(p, o.before[p]) < DAMAGED_BELOW]
+    damaged = o.damaged_before()
     gain_score = math.tanh(gain / GAIN_SCALE)
     if damaged:
-        containment = sum(clip(changes[p] / 4.0) for p in damaged) / len(damaged)
+        containment = sum(clip(d / 4.0) for p, d in changes.items() if p in damaged) / len(damaged)
         # credit for touching damaged metrics at all: the mean is diluted by many of them
         containment = clip(containment * min(3.0, len(damaged)))
     else:
         containment = gain_score
     expected = max(3.0, EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent)
     efficiency = clip(gain / expected)
-    rel_min = min(changes[p] for p in METRIC_PATHS if p.startswith("relationships."))
+    rel_min = min([0.0] + [d for p, d in changes.items() if p in RELATIONSHIP_METRICS])
     relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
     return {"gain": gain_score, "containment": containment, "efficiency": efficiency, "relationships": relationships}
 
@@ -166,10 +181,7 @@ def task_reward(o: StepOutcome) -> RewardResult:
         penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
     if any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = P_NEGATIVE_COST
-    if any(
-        goodness(p, o.after[p]) < CRITICAL_GOODNESS and goodness(p, o.after[p]) < goodness(p, o.before[p])
-        for p in METRIC_PATHS
-    ):
+    if any(d < 0 and goodness(p, o.after[p]) < CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
         penalties["critical_floor"] = P_CRITICAL_FLOOR
     if o.cascade_worsened >= 3:
         penalties["cascade_collapse"] = P_CASCADE_COLLAPSE
@@ -201,8 +213,17 @@ def _path_words(path: str) -> set[str]:
     return {w for w in metric.split("_") if len(w) > 3} | {domain.split("_")[0]}
 
 
+PATH_WORDS: dict[str, frozenset[str]] = {p: frozenset(_path_words(p)) for p in METRIC_PATHS}
 # Every word that names a domain, metric or route: the vocabulary a stuffer would spray.
-VOCABULARY: frozenset[str] = frozenset(w for p in METRIC_PATHS for w in _path_words(p))
+VOCABULARY: frozenset[str] = frozenset(w for p in METRIC_PATHS for w in PATH_WORDS[p])
+
+
+def vocabulary_of(paths) -> frozenset[str]:
+    """The domain and metric words of ``paths`` (what a reasoning may cite about them)."""
+    out: set[str] = set()
+    for p in paths:
+        out |= PATH_WORDS[p]
+    return frozenset(out)
 
 
 def reasoning_coherence(
@@ -212,6 +233,7 @@ def reasoning_coherence(
     damaged: Sequence[str],
     route_words: Mapping[str, frozenset[str]],
     event_words: frozenset[str] = frozenset(),
+    damaged_vocab: frozenset[str] | None = None,
 ) -> tuple[float, bool]:
     """Score how well the reasoning explains *this* action in *this* state.
 
@@ -224,12 +246,9 @@ def reasoning_coherence(
     if not tokens:
         return 0.0, False
     distinct = set(tokens)
-    relevant_vocab: set[str] = {action.target_domain.split("_")[0]}
-    for p in action.metric_changes:
-        relevant_vocab |= _path_words(p)
-    damaged_vocab: set[str] = set()
-    for p in damaged:
-        damaged_vocab |= _path_words(p)
+    relevant_vocab = vocabulary_of(action.metric_changes) | {action.target_domain.split("_")[0]}
+    if damaged_vocab is None:
+        damaged_vocab = vocabulary_of(damaged)
     chosen_route = route_words.get(action.route or "", frozenset())
     other_routes = set().union(*route_words.values()) - chosen_route if route_words else set()
 

@@ -135,9 +135,11 @@ def _coerce(key: str, raw: str, default: Any) -> Any:
         if low in ("false", "0", "no"):
             return False
         raise ConfigError(f"{key}: expected a bool (True/False), got {raw!r}")
+    if len(raw) > 10_000:
+        raise ConfigError(f"{key}: value is too long ({len(raw)} characters)")
     try:
         value = ast.literal_eval(raw.strip())
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         raise ConfigError(f"{key}: expected {type(default).__name__}, got {raw!r}") from None
     return _check_type(key, value, default)
 
@@ -403,7 +405,7 @@ def _apply_lora(model, cfg: dict[str, Any]):
     return get_peft_model(model, config)
 
 
-def load_model(cfg: dict[str, Any], init_from: str | Path | None = None):
+def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True):
     """(model, tokenizer) for the configured profile.
 
     ``init_from`` is a stage directory saved earlier (resume): its weights, or its LoRA
@@ -434,7 +436,8 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None):
         if is_main_process():
             build_tiny_model(base, cfg["SEED"])
         barrier()
-        log(cpu_banner(cfg, base))
+        if banner:
+            log(cpu_banner(cfg, base))
         name, dtype = str(base), torch.float32
     else:
         if not torch.cuda.is_available():
@@ -584,6 +587,11 @@ def prompt_text(prompt: Any) -> str:
     return ""
 
 
+def strip_metadata(text: str) -> str:
+    """Remove any <SYSTEM_METADATA> block a completion carries: only the prompt's counts."""
+    return _METADATA_RE.sub("", text) if METADATA_OPEN in text else text
+
+
 def _fallback(reason: str) -> dict[str, Any]:
     return {"reward": FALLBACK_REWARD, "breakdown": {"error": reason}, "action": None}
 
@@ -650,11 +658,11 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
             result = _fallback(ctx)
         else:
             task, state, meta = ctx
-            action, reason = parse_action(ctext)
+            action, reason = parse_action(strip_metadata(ctext))
             if action is None:
                 result = _fallback(reason or "unparseable completion")
             else:
-                _ENV.restore(task, state)
+                _ENV.restore(task, state, observe=False)
                 obs = _ENV.step(action)
                 reward = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
                 result = {"reward": reward, "breakdown": obs.metadata["breakdown"], "action": action,
@@ -709,7 +717,8 @@ def _timed(fn: Callable) -> Callable:
             out = fn(*args, **kwargs)
         finally:
             RUN_CONTEXT["reward_seconds"] += time.perf_counter() - t0
-        return [x if math.isfinite(x) else 0.0 for x in (max(-1.0, min(1.0, float(v))) for v in out)]
+        # NaN first: min(1.0, nan) would silently turn it into the best possible reward
+        return [0.0 if x != x else max(-1.0, min(1.0, x)) for x in map(float, out)]
 
     return wrapper
 
@@ -719,6 +728,7 @@ REFUSAL_RE = re.compile(r"\b(i can(?:no|')t|i am unable|i'm unable|as an ai|i wo
 
 def format_score(text: str) -> float:
     """Graded JSON compliance: empty/refusal < unparseable < partial < complete."""
+    text = strip_metadata(text)
     if not text.strip() or ("{" not in text and REFUSAL_RE.search(text)):
         return -1.0
     action, reason = parse_action(text)
@@ -989,11 +999,15 @@ def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON so a crash leaves either the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
@@ -1012,7 +1026,7 @@ def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
 def last_checkpoint(directory: Path) -> str | None:
     if not directory.exists():
         return None
-    ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.name.split("-")[-1].isdigit()),
+    ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
                    key=lambda p: int(p.name.split("-")[-1]))
     return str(ckpts[-1]) if ckpts else None
 
@@ -1035,8 +1049,9 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
     state_path = out / "curriculum_state.json"
     state = load_curriculum_state(state_path, cfg)
     RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
-    if state["finished"]:
-        log(f"[curriculum] {state_path} says all {len(state['stages'])} stages are done; nothing to train")
+    if state["next_stage"] > cfg["N_STAGES"]:
+        log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
+            "(raise N_STAGES to continue, or --RESUME=False to start over)")
     for stage in range(state["next_stage"], cfg["N_STAGES"] + 1):
         difficulty = state["difficulty"]
         RUN_CONTEXT.update(stage=stage, difficulty=difficulty)
@@ -1218,7 +1233,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
         with core.disable_adapter():  # the same weights without the adapter: the base model
             base = run_episodes(core, tokenizer, cfg, n, seed)
     else:
-        base_model, base_tok = load_model({**cfg, "USE_LORA": False})
+        base_model, base_tok = load_model({**cfg, "USE_LORA": False}, banner=False)
         base = run_episodes(base_model, base_tok, cfg, n, seed)
         del base_model
     log_dir = Path(cfg["LOG_DIR"])
@@ -1277,8 +1292,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     done_stages = prior["next_stage"] - 1
     init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
-    if init_from is None and not prior["stages"]:
-        warm_start(model, tokenizer, cfg)
+    mid_stage = last_checkpoint(out / f"stage_{done_stages + 1}" / "checkpoints") if cfg["RESUME"] else None
+    if init_from is None and not mid_stage:
+        if is_main_process():  # a fresh run starts fresh logs
+            for name in ("generations.jsonl", "train_history.jsonl"):
+                (Path(cfg["LOG_DIR"]) / name).unlink(missing_ok=True)
+        warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
     else:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
     model, _state = train_curriculum(model, tokenizer, cfg)

@@ -1,0 +1,148 @@
+#!/usr/bin/env python
+"""Benchmark the reward path (CPU, one process). Prints medians over repeats.
+
+    python scripts/bench_rewards.py            # full sizes (~1 minute)
+    python scripts/bench_rewards.py --quick    # tiny sizes (the test suite runs this)
+
+Measures, each as the median of --repeats runs:
+  1. lifestack: rebuild a pre-action state from its JSON description + step one fresh
+     action (the task generator's cache cleared too, i.e. everything from scratch), in µs;
+  2. get_lifestack_evaluation on fresh (prompt, completion) pairs, in pairs/s (the
+     per-prompt state cache warm, as in training where each prompt has a group);
+  3. all six reward functions on one 64-completion GRPO batch (16 prompts x 4), in ms;
+  4. generate_dataset(500), in s.
+Targets (DESIGN.md §6): >= 15,000 evaluations/s, < 10 ms per 64-completion batch,
+generate_dataset(500) < 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def fresh_completions(prompts_states, n: int, seed: int) -> list[tuple[object, str]]:
+    """``n`` distinct honest-looking completions, spread over the prompts."""
+    from lifestack.env import LifeStackEnv
+    from lifestack.policies import heuristic, random_valid
+
+    rng = random.Random(seed)
+    env = LifeStackEnv()
+    out = []
+    for i in range(n):
+        prompt, task, state = prompts_states[i % len(prompts_states)]
+        env.restore(task, state)
+        base = json.loads(heuristic(env) if i % 3 else random_valid(env, rng))
+        base["reasoning"] = base["reasoning"] + f" Option {i}."  # unique text: no cache hits
+        for path in list(base["metric_changes"]):
+            base["metric_changes"][path] = round(base["metric_changes"][path] * rng.uniform(0.5, 1.5), 2)
+        out.append((prompt, json.dumps(base)))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, for tests")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--json", help="write the figures as JSON here")
+    args = parser.parse_args(argv)
+    repeats = 2 if args.quick else args.repeats
+    n_pairs = 300 if args.quick else 20_000
+    n_prompts = 20 if args.quick else 200
+    ds_size = 50 if args.quick else 500
+
+    import train_trl as T
+    from lifestack import generator as G
+    from lifestack.env import LifeStackEnv
+    from lifestack.scenarios import rebuild_state, task_from_metadata
+
+    tmp = tempfile.mkdtemp(prefix="lifestack-bench-")
+    T.RUN_CONTEXT["log_dir"] = tmp
+    T.configure_feedback(str(Path(tmp) / "feedback.sqlite3"))
+    T.feedback_store()
+
+    t0 = time.perf_counter()
+    ds = T.generate_dataset(n_prompts, None, seed=7)
+    prompts = list(ds["prompt"])
+    contexts = []
+    for p in prompts:
+        task, state, meta = T._prompt_context(T.prompt_text(p))
+        contexts.append((p, task, state, meta))
+    pairs = fresh_completions([(p, t, s) for p, t, s, _ in contexts], n_pairs, seed=1)
+
+    # 1. lifestack alone, from scratch: JSON metadata -> task -> state -> parse -> step
+    metas = [json.dumps(m) for _, _, _, m in contexts]
+    texts = [c for _, c in pairs[: max(200, n_prompts)]]
+    env = LifeStackEnv()
+    per_eval_us = []
+    for _ in range(repeats):
+        G._generate_cached.cache_clear()
+        t = time.perf_counter()
+        for i, text in enumerate(texts):
+            meta = json.loads(metas[i % len(metas)])
+            task = task_from_metadata(meta)
+            env.restore(task, rebuild_state(meta, task))
+            env.step(text)
+        per_eval_us.append((time.perf_counter() - t) / len(texts) * 1e6)
+    G._generate_cached.cache_clear()
+
+    # 2. get_lifestack_evaluation on fresh pairs (prompt contexts cached, evaluations not)
+    rates = []
+    for _ in range(repeats):
+        T._EVAL_CACHE.clear()
+        t = time.perf_counter()
+        for prompt, completion in pairs:
+            T.get_lifestack_evaluation(completion, prompt)
+        rates.append(len(pairs) / (time.perf_counter() - t))
+
+    # 3. six reward functions on one 64-completion batch (16 prompts x 4 generations)
+    batch_ms = []
+    for r in range(repeats * 3):
+        T._EVAL_CACHE.clear()
+        start = (r * 64) % max(len(pairs) - 64, 1)
+        chunk = pairs[start:start + 64]
+        batch_prompts = [p for p, _ in chunk]
+        batch_completions = [[{"role": "assistant", "content": c}] for _, c in chunk]
+        t = time.perf_counter()
+        for fn in T.REWARD_FUNCS:
+            fn(prompts=batch_prompts, completions=batch_completions, trainer_state=None)
+        batch_ms.append((time.perf_counter() - t) * 1e3)
+
+    # 4. generate_dataset
+    ds_s = []
+    for r in range(max(2, repeats // 2)):
+        G._generate_cached.cache_clear()
+        t = time.perf_counter()
+        T.generate_dataset(ds_size, None, seed=1000 + r)
+        ds_s.append(time.perf_counter() - t)
+
+    figures = {
+        "state_rebuild_plus_step_us_median": round(statistics.median(per_eval_us), 2),
+        "evaluations_per_second_median": round(statistics.median(rates)),
+        "six_rewards_64_batch_ms_median": round(statistics.median(batch_ms), 3),
+        f"generate_dataset_{ds_size}_s_median": round(statistics.median(ds_s), 3),
+        "repeats": repeats,
+        "pairs": len(pairs),
+        "setup_s": round(time.perf_counter() - t0, 1),
+    }
+    print(f"lifestack rebuild-from-JSON + step, fresh:       {figures['state_rebuild_plus_step_us_median']:10.1f} µs (median of {repeats})")
+    print(f"get_lifestack_evaluation, fresh pairs:           {figures['evaluations_per_second_median']:10d} /s (median; target >= 15000)")
+    print(f"six reward functions, one 64-completion batch:   {figures['six_rewards_64_batch_ms_median']:10.2f} ms (median; target < 10)")
+    print(f"generate_dataset({ds_size}):                        {figures[f'generate_dataset_{ds_size}_s_median']:10.3f} s (median; target < 1 at 500)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,118 @@
+"""End-to-end: the real GRPO curriculum on the CPU profile (tiny model, TRL's GRPOTrainer).
+
+Slow (about a minute each); they run in CI. Every run happens in a temporary directory
+through the script's command line, exactly as a user starts it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "train_trl.py"
+pytestmark = pytest.mark.slow
+
+SMALL = [
+    "--DEVICE_PROFILE=cpu", "--N_PROMPTS_PER_STAGE=4", "--N_EVAL_PROMPTS=2", "--N_EVAL_EPISODES=4",
+    "--MAX_COMPLETION_LENGTH=24", "--WARM_START_SFT_STEPS=2", "--SAVE_STEPS=2", "--LOG_INTERVAL=3",
+]
+
+
+def run_env(tmp: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false",
+               LIFESTACK_FEEDBACK_DB=str(tmp / "feedback.sqlite3"), PYTHONUNBUFFERED="1")
+    return env
+
+
+def train(tmp: Path, *extra: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, str(SCRIPT), *SMALL, f"--CPU_BASE_DIR={tmp / 'base'}", *extra]
+    proc = subprocess.run(cmd, cwd=tmp, env=run_env(tmp), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]  # raises on any invalid line
+
+
+def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
+    first = train(tmp_path, "--N_STAGES=2")
+    out = tmp_path / "lifestack_model"
+    assert "CPU PROFILE: PIPELINE CHECK" in first.stdout
+    for stage in (1, 2):
+        assert (out / f"stage_{stage}" / "config.json").exists()
+        assert (out / f"stage_{stage}" / "tokenizer_config.json").exists()
+        assert not (out / f"stage_{stage}" / "checkpoints").exists()  # spent step checkpoints removed
+    assert (out / "model.safetensors").exists() and (out / "tokenizer_config.json").exists()
+    state = json.loads((out / "curriculum_state.json").read_text())
+    assert state["finished"] and state["next_stage"] == 3 and len(state["stages"]) == 2
+    for decision in state["stages"]:
+        assert set(decision["reward_means"]) == {
+            "reward_format_fn", "reward_plausibility_fn", "reward_task_success_fn",
+            "reward_milestone_fn", "reward_reasoning_fn", "reward_human_feedback_fn"}
+        assert decision["advance"] == (decision["mean_task_reward"] > 0.6 and decision["difficulty"] < 5)
+        assert decision["steps"] == 4
+    assert "[stage 1] difficulty" in first.stdout and "[stage 2] difficulty" in first.stdout
+
+    logs = tmp_path / "training_logs"
+    gens = read_jsonl(logs / "generations.jsonl")
+    assert gens, "no generation was logged"
+    for g in gens:
+        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "reward", "breakdown"} <= set(g)
+        assert -1.0 <= g["reward"] <= 1.0
+    history = read_jsonl(logs / "train_history.jsonl")
+    assert len(history) == 8 and all("rewards/reward_task_success_fn/mean" in h for h in history)
+    episodes = read_jsonl(logs / "eval_episodes.jsonl")
+    assert sorted({e["model"] for e in episodes}) == ["base", "trained"] and len(episodes) == 8
+    assert [e["difficulty"] for e in episodes if e["model"] == "trained"] == [1, 2, 3, 4]
+
+    from PIL import Image
+
+    for png in ("grpo_reward_curve.png", "grpo_training_curves.png"):
+        with Image.open(tmp_path / png) as im:
+            im.verify()
+            assert im.format == "PNG"
+
+    # A rerun with more stages resumes after stage 2 and trains stage 3 only.
+    second = train(tmp_path, "--N_STAGES=3")
+    assert "resuming after stage 2" in second.stdout
+    assert "[stage 3/3]" in second.stdout and "[stage 1/3]" not in second.stdout
+    state = json.loads((out / "curriculum_state.json").read_text())
+    assert [d["stage"] for d in state["stages"]] == [1, 2, 3] and state["finished"]
+
+
+def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
+    cmd = [sys.executable, str(SCRIPT), *SMALL, f"--CPU_BASE_DIR={tmp_path / 'base'}", "--N_STAGES=1",
+           "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=run_env(tmp_path), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    ckpt = tmp_path / "lifestack_model" / "stage_1" / "checkpoints" / "checkpoint-2"
+    deadline = time.time() + 400
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            if (ckpt / "trainer_state.json").exists():
+                time.sleep(0.5)  # let the checkpoint finish writing
+                break
+            time.sleep(0.2)
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        os.killpg(proc.pid, signal.SIGKILL)  # a hard interruption, as a preempted VM would
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (tmp_path / "lifestack_model" / "curriculum_state.json").exists()
+
+    resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
+    assert "resuming from" in resumed.stdout and "checkpoint-" in resumed.stdout
+    state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
+    assert state["finished"] and state["stages"][0]["steps"] == 8

@@ -1,0 +1,890 @@
+"""Tests for scripts/train_trl.py that need no model: configuration, dataset, evaluation,
+the six reward functions, the generation log and the small file helpers.
+
+Nothing here builds, downloads or loads a model (the end-to-end training run lives in
+another test file). Every test points the generation log and the feedback database at
+tmp_path, so neither the repository nor the user's home directory is touched.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import train_trl as T  # noqa: E402
+
+from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
+from lifestack.env import LifeStackEnv  # noqa: E402
+from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
+from lifestack.generator import TaskGenerator  # noqa: E402
+from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
+from lifestack.policies import HACKS, heuristic, lazy  # noqa: E402
+from lifestack.scenarios import sample_scenario  # noqa: E402
+
+FUZZ = settings(max_examples=100, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+GARBAGE = "Honestly I would just wait and see how the week turns out."
+HIDDEN_KEYS = ("seats_left", "true_delay_hours", "root_cause", "fix_hours")
+
+
+# ------------------------------------------------------------------------------------
+# isolation and shared data
+# ------------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """Logs and feedback DB under tmp_path; caches and run counters fresh for every test."""
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setenv("LIFESTACK_FEEDBACK_DB", str(tmp_path / "fb-env.sqlite3"))
+    log_dir = tmp_path / "logs"
+    context = {"log_dir": str(log_dir), "log_interval": T.LOG_INTERVAL, "evaluations": 0, "log_warned": False,
+               "step": 0, "stage": 0, "difficulty": 0, "phase": "train"}
+    for key, value in context.items():
+        monkeypatch.setitem(T.RUN_CONTEXT, key, value)
+    for key in ("store", "path", "on_error"):  # restored after the test by monkeypatch
+        monkeypatch.setitem(T._FEEDBACK, key, T._FEEDBACK.get(key))
+    T._EVAL_CACHE.clear()
+    T._PROMPT_CACHE.clear()
+    T.configure_feedback(str(tmp_path / "fb.sqlite3"))
+    yield log_dir
+    store = T._FEEDBACK["store"]
+    if store is not None and hasattr(store, "close"):
+        store.close()
+    T._EVAL_CACHE.clear()
+    T._PROMPT_CACHE.clear()
+
+
+@functools.lru_cache(maxsize=None)
+def dataset(n: int = 100, difficulty: int | None = None, seed: int = T.SEED):
+    return T.generate_dataset(n, difficulty, seed=seed)
+
+
+@functools.lru_cache(maxsize=None)
+def prompts10() -> tuple:
+    return tuple(dataset()["prompt"][:10])
+
+
+def user_text(prompt) -> str:
+    return prompt[1]["content"]
+
+
+def context(prompt):
+    ctx = T._prompt_context(user_text(prompt))
+    assert not isinstance(ctx, str), ctx
+    return ctx
+
+
+def policy_completion(prompt, policy) -> str:
+    task, state, _meta = context(prompt)
+    env = LifeStackEnv()
+    env.restore(task, state)
+    return policy(env, random.Random(0))
+
+
+def action_json(action_type="rest", target="mental_wellbeing", route=None, changes=None, cost=None, reasoning="x"):
+    return json.dumps({"action_type": action_type, "target_domain": target, "route": route,
+                       "metric_changes": changes or {}, "resource_cost": cost or {"time": 0, "money": 0, "energy": 0},
+                       "reasoning": reasoning})
+
+
+def mean(xs) -> float:
+    xs = list(xs)
+    return sum(xs) / len(xs)
+
+
+def with_metadata(prompt, meta: dict):
+    """The prompt with its metadata block replaced by ``meta``."""
+    text = T._METADATA_RE.sub(lambda _m: T.METADATA_OPEN + json.dumps(meta) + T.METADATA_CLOSE, user_text(prompt))
+    return [prompt[0], {"role": "user", "content": text}]
+
+
+def _route_ids() -> list[str]:
+    gen = TaskGenerator()
+    return sorted({r for dom in TASK_DOMAINS for d in range(1, 6) for s in range(3) for r in gen.generate(dom, d, s).route_ids})
+
+
+ROUTE_IDS = _route_ids()
+
+
+# ------------------------------------------------------------------------------------
+# hypothesis strategies: untrusted completions
+# ------------------------------------------------------------------------------------
+_number = st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
+                    st.none(), st.text(max_size=5))
+_action_dicts = st.fixed_dictionaries({}, optional={
+    "action_type": st.one_of(st.sampled_from(ACTION_TYPES), st.text(max_size=10), st.integers()),
+    "target_domain": st.one_of(st.sampled_from(DOMAIN_NAMES), st.text(max_size=10)),
+    "route": st.one_of(st.none(), st.sampled_from(ROUTE_IDS), st.text(max_size=20), st.integers()),
+    "metric_changes": st.one_of(st.dictionaries(st.one_of(st.sampled_from(METRIC_PATHS), st.text(max_size=10)), _number,
+                                                max_size=6), st.lists(st.integers(), max_size=2), st.none()),
+    "resource_cost": st.one_of(st.dictionaries(st.sampled_from(["time", "money", "energy", "gold"]), _number, max_size=4),
+                               st.text(max_size=5), st.none()),
+    "reasoning": st.one_of(st.text(max_size=200), st.integers(), st.lists(st.text(max_size=5), max_size=3)),
+})
+_json_texts = st.tuples(st.sampled_from(["", "```json\n", "Sure! ", "<SYSTEM_METADATA>{}</SYSTEM_METADATA>"]), _action_dicts,
+                        st.sampled_from(["", "\n```", " Done.", "}", "{"])).map(lambda t: t[0] + json.dumps(t[1]) + t[2])
+TEXTS = st.one_of(st.text(max_size=300), _json_texts,
+                  st.sampled_from(["", "   ", "{", "}", "{{}}", "[1, 2]", "null", '{"action_type": "rest"', "I'm sorry, I can't."]))
+COMPLETIONS = st.one_of(
+    TEXTS,
+    TEXTS.map(lambda t: [{"role": "assistant", "content": t}]),
+    st.lists(st.dictionaries(st.sampled_from(["role", "content"]), st.one_of(st.text(max_size=20), st.integers(), st.none()),
+                             max_size=2), max_size=3),
+    st.none(), st.integers(), st.floats(),
+    st.dictionaries(st.text(max_size=5), st.one_of(st.text(max_size=20), st.integers()), max_size=3),
+)
+PROMPT_INDEX = st.integers(0, 9)
+
+
+# ====================================================================================
+# Configuration
+# ====================================================================================
+DEFAULTS = T.default_config()
+
+
+@pytest.mark.parametrize("arg, key, expected", [
+    ("--N_STAGES=3", "N_STAGES", 3),
+    ("--ADVANCE_THRESHOLD=0.7", "ADVANCE_THRESHOLD", 0.7),
+    ("--ADVANCE_THRESHOLD=1", "ADVANCE_THRESHOLD", 1.0),  # a float accepts an int literal, as a float
+    ("--USE_LORA=True", "USE_LORA", True),
+    ("--USE_LORA=false", "USE_LORA", False),
+    ("--USE_LORA=1", "USE_LORA", True),
+    ("--USE_LORA=0", "USE_LORA", False),
+    ("--MODEL_NAME=org/some-model", "MODEL_NAME", "org/some-model"),
+    ("--MODEL_NAME=[1, 2]", "MODEL_NAME", "[1, 2]"),  # a str is taken raw, not evaluated
+    ("--OUTPUT_DIR=./out=x", "OUTPUT_DIR", "./out=x"),  # split on the first '=' only
+    ("--LEARNING_RATES=[1e-4, 2e-5, 3]", "LEARNING_RATES", [1e-4, 2e-5, 3.0]),
+    ("--REWARD_WEIGHTS=[1, 0.5, 2, 1, 0, 0]", "REWARD_WEIGHTS", [1.0, 0.5, 2.0, 1.0, 0.0, 0.0]),
+    ("--n_stages=2", "N_STAGES", 2),  # names are case-insensitive
+    ("--Seed=7", "SEED", 7),
+])
+def test_parse_overrides_coerces_to_the_default_type(arg, key, expected):
+    out = T.parse_overrides([arg], DEFAULTS)
+    assert out == {key: expected}
+    assert type(out[key]) is type(expected)
+    if isinstance(expected, list):
+        assert all(type(x) is float for x in out[key])
+
+
+def test_parse_overrides_several_and_none():
+    assert T.parse_overrides([], DEFAULTS) == {}
+    out = T.parse_overrides(["--N_STAGES=2", "--use_vllm=False", "--LOG_DIR=elsewhere"], DEFAULTS)
+    assert out == {"N_STAGES": 2, "USE_VLLM": False, "LOG_DIR": "elsewhere"}
+
+
+def test_parse_overrides_unknown_key_lists_the_valid_ones():
+    with pytest.raises(T.ConfigError) as err:
+        T.parse_overrides(["--BOGUS=1"], DEFAULTS)
+    msg = str(err.value)
+    assert msg.startswith("BOGUS")
+    assert "\n" not in msg
+    for key in DEFAULTS:
+        assert key in msg
+
+
+@pytest.mark.parametrize("arg, key", [
+    ("--N_STAGES=2.5", "N_STAGES"),
+    ("--N_STAGES=", "N_STAGES"),
+    ("--N_STAGES=three", "N_STAGES"),
+    ("--SEED=True", "SEED"),  # a bool is not an int here
+    ("--LEARNING_RATES=abc", "LEARNING_RATES"),
+    ("--LEARNING_RATES=1e-4", "LEARNING_RATES"),  # not a list
+    ("--LEARNING_RATES=[1e-4, 'x']", "LEARNING_RATES"),
+    ("--USE_LORA=maybe", "USE_LORA"),
+    ("--ADVANCE_THRESHOLD=True", "ADVANCE_THRESHOLD"),
+    ("--ADVANCE_THRESHOLD=[0.5]", "ADVANCE_THRESHOLD"),
+    ("--CPU_PROFILE=[1]", "CPU_PROFILE"),
+])
+def test_parse_overrides_wrong_type_names_the_key(arg, key):
+    with pytest.raises(T.ConfigError) as err:
+        T.parse_overrides([arg], DEFAULTS)
+    msg = str(err.value)
+    assert msg.startswith(key), msg
+    assert "\n" not in msg
+
+
+@pytest.mark.parametrize("arg", ["N_STAGES=3", "--N_STAGES", "-N_STAGES=3", "N_STAGES", "", "--"])
+def test_parse_overrides_malformed_argument(arg):
+    with pytest.raises(T.ConfigError) as err:
+        T.parse_overrides([arg], DEFAULTS)
+    assert "--KEY=value" in str(err.value)
+
+
+def test_parse_overrides_pathological_nesting_is_a_config_error():
+    with pytest.raises(T.ConfigError):
+        T.parse_overrides(["--N_STAGES=" + "-" * 10_000 + "1"], DEFAULTS)
+
+
+def cfg_with(**changes):
+    cfg = T.default_config()
+    cfg.update(changes)
+    return cfg
+
+
+def test_default_config_is_valid_and_deep_copied():
+    for world in (1, 2, 3, 4):
+        T.validate_config(T.default_config(), world_size=world)
+    cfg = T.default_config()
+    cfg["LEARNING_RATES"].append(0.5)
+    cfg["CPU_PROFILE"]["N_STAGES"] = 99
+    assert T.default_config()["LEARNING_RATES"] == T.LEARNING_RATES
+    assert "N_STAGES" not in T.default_config()["CPU_PROFILE"]
+    assert set(cfg) == set(T.CONFIG_KEYS)
+
+
+@pytest.mark.parametrize("names, changes, world", [
+    (("DEVICE_PROFILE",), {"DEVICE_PROFILE": "tpu"}, 1),
+    (("N_STAGES",), {"N_STAGES": 0}, 1),
+    (("ADVANCE_THRESHOLD",), {"ADVANCE_THRESHOLD": 1.5}, 1),
+    (("ADVANCE_THRESHOLD",), {"ADVANCE_THRESHOLD": float("nan")}, 1),
+    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 3}, 1),
+    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 2}, 3),  # 2 x 1 x 3 = 6, not % 4
+    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"NUM_GENERATIONS": 8}, 3),  # 4 x 1 x 3 = 12, not % 8
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 5}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 7}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0, 1.0, float("nan"), 1.0, 1.0, 1.0]}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [0.0] * 6}, 1),
+    (("LEARNING_RATES",), {"LEARNING_RATES": []}, 1),
+    (("LEARNING_RATES",), {"LEARNING_RATES": [5e-6, -1e-6]}, 1),
+    (("MAX_COMPLETION_LENGTH",), {"MAX_COMPLETION_LENGTH": 4}, 1),
+    (("USE_VLLM",), {"USE_VLLM": True, "DEVICE_PROFILE": "cpu"}, 1),
+    (("USE_VLLM",), {"USE_VLLM": True, "_PROFILE": "cpu"}, 1),
+])
+def test_validate_config_names_the_bad_constant(names, changes, world):
+    with pytest.raises(T.ConfigError) as err:
+        T.validate_config(cfg_with(**changes), world_size=world)
+    msg = str(err.value)
+    assert msg.startswith(names), msg
+    assert "\n" not in msg
+
+
+def test_validate_config_batch_divisibility_counts_processes():
+    cfg = cfg_with(PER_DEVICE_BATCH_SIZE=2)
+    T.validate_config(cfg, world_size=2)  # 2 x 1 x 2 = 4: fine
+    T.validate_config(cfg, world_size=4)
+    with pytest.raises(T.ConfigError):
+        T.validate_config(cfg, world_size=1)
+    with pytest.raises(T.ConfigError):
+        T.validate_config(cfg, world_size=3)
+    T.validate_config(cfg_with(PER_DEVICE_BATCH_SIZE=1, GRAD_ACCUM_STEPS=4))  # accumulation counts too
+    T.validate_config(cfg_with(USE_VLLM=True, DEVICE_PROFILE="peft"))  # vLLM is fine on a GPU profile
+
+
+def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
+    cfg = T.build_config([], profile="cpu")
+    assert cfg["_PROFILE"] == "cpu"
+    for key, value in T.CPU_PROFILE.items():
+        assert cfg[key] == value, key
+    for key in set(DEFAULTS) - set(T.CPU_PROFILE):
+        assert cfg[key] == DEFAULTS[key], key
+
+    cfg = T.build_config(["--MAX_COMPLETION_LENGTH=64", "--use_lora=True", "--N_STAGES=2"], profile="cpu")
+    assert cfg["MAX_COMPLETION_LENGTH"] == 64 and cfg["USE_LORA"] is True and cfg["N_STAGES"] == 2
+    assert cfg["N_PROMPTS_PER_STAGE"] == T.CPU_PROFILE["N_PROMPTS_PER_STAGE"]
+    assert cfg["LEARNING_RATES"] == T.CPU_PROFILE["LEARNING_RATES"]
+    assert T.default_config() == DEFAULTS  # nothing leaked into the constants
+
+
+def test_build_config_gpu_profile_keeps_defaults():
+    cfg = T.build_config([], profile="peft")
+    assert cfg.pop("_PROFILE") == "peft"
+    assert cfg == DEFAULTS
+    cfg = T.build_config(["--N_STAGES=3"], profile="peft")
+    assert cfg["N_STAGES"] == 3 and cfg["USE_LORA"] == DEFAULTS["USE_LORA"]
+
+
+def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
+    with pytest.raises(T.ConfigError) as err:
+        T.build_config(["--USE_VLLM=True"], profile="cpu")
+    assert str(err.value).startswith("USE_VLLM")
+    assert T.build_config(["--USE_VLLM=True"], profile="peft")["USE_VLLM"] is True
+    with pytest.raises(T.ConfigError) as err:
+        T.build_config(["--N_STAGES=0"], profile="cpu")
+    assert str(err.value).startswith("N_STAGES")
+
+
+def test_main_config_error_returns_2_with_one_line(capsys):
+    assert T.main(["--BOGUS=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("config error:")
+    assert "BOGUS" in err and err.count("\n") == 1
+    assert T.main(["--N_STAGES=2.5"]) == 2
+    assert capsys.readouterr().err.startswith("config error: N_STAGES")
+
+
+def test_main_config_error_imports_no_model_stack(tmp_path):
+    code = ("import sys; sys.path.insert(0, {scripts!r}); import train_trl as T; rc = T.main(['--BOGUS=1']); "
+            "print(rc, *(m in sys.modules for m in ('torch', 'transformers', 'trl', 'datasets')))").format(
+        scripts=str(ROOT / "scripts"))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "LIFESTACK_FEEDBACK_DB": str(tmp_path / "fb.sqlite3")})
+    assert proc.stdout.split() == ["2", "False", "False", "False", "False"], proc.stdout + proc.stderr
+    assert proc.stderr.startswith("config error: BOGUS")
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+# ====================================================================================
+# Dataset
+# ====================================================================================
+def test_generate_dataset_is_deterministic_per_seed():
+    a = T.generate_dataset(15, None, seed=7)
+    b = T.generate_dataset(15, None, seed=7)
+    c = T.generate_dataset(15, None, seed=1007)
+    assert a.to_list() == b.to_list()
+    assert a["prompt"] != c["prompt"]
+    visible = lambda p: T._METADATA_RE.sub("", user_text(p))  # noqa: E731
+    differ = sum(visible(x) != visible(y) for x, y in zip(a["prompt"], c["prompt"]))
+    assert differ >= 12, differ  # the visible situation changes, not only the seed in the metadata
+
+
+def test_generate_dataset_columns_and_difficulty_cycle():
+    ds = dataset()
+    assert set(ds.column_names) == {"prompt", "difficulty", "domain", "seed"}
+    assert len(ds) == 100
+    assert ds["difficulty"] == [1 + i % 5 for i in range(100)]
+    assert ds["seed"] == [T.SEED + i for i in range(100)]
+    assert set(ds["domain"]) == {"flight_crisis", "code_merge_crisis"}
+    fixed = T.generate_dataset(10, 3, seed=5)
+    assert fixed["difficulty"] == [3] * 10
+    for row in fixed:
+        meta = json.loads(T._METADATA_RE.search(user_text(row["prompt"])).group(1))
+        assert meta["difficulty"] == 3 and meta["seed"] == row["seed"] and meta["domain"] == row["domain"]
+
+
+def test_generate_dataset_prompts_are_distinct():
+    ds = T.generate_dataset(50)
+    texts = [user_text(p) for p in ds["prompt"]]
+    assert len(set(texts)) == 50
+    visible = {T._METADATA_RE.sub("", t) for t in texts}
+    assert len(visible) >= 45
+
+
+def test_prompts_are_conversational_short_and_carry_metadata():
+    lengths = []
+    for row in dataset():
+        prompt = row["prompt"]
+        assert [m["role"] for m in prompt] == ["system", "user"]
+        assert prompt[0]["content"] == T.SYSTEM_PROMPT
+        user = user_text(prompt)
+        lengths.append(len(user))
+        assert user.count(T.METADATA_OPEN) == 1 and user.count(T.METADATA_CLOSE) == 1
+        assert user.startswith(T.METADATA_OPEN)
+        meta = json.loads(T._METADATA_RE.search(user).group(1))
+        assert {"v", "domain", "difficulty", "seed", "conflict_id", "state"} <= set(meta)
+        assert meta["domain"] == row["domain"] and meta["difficulty"] == row["difficulty"]
+        for line in ("GOAL:", "SITUATION:", "BUDGET LEFT:", "ROUTES", "Answer with one JSON object"):
+            assert line in user
+    print(f"max user message over 100 prompts: {max(lengths)} characters")
+    assert max(lengths) < 3200, max(lengths)
+
+
+_METRIC_LINE = re.compile(r"^  ([a-z_]+\.[a-z_]+): (-?[0-9.]+)( \(lower is better\))?$", re.M)
+_BUDGET_LINE = re.compile(r"^BUDGET LEFT: time (\S+) h, money \$(\S+), energy (\S+)$", re.M)
+
+
+@pytest.mark.parametrize("i", [0, 1, 2, 3, 4, 7, 23, 58])
+def test_metadata_rebuilds_the_state_the_prompt_shows(i):
+    row = dataset()[i]
+    user = user_text(row["prompt"])
+    task, state, meta = context(row["prompt"])
+
+    # the rebuilt state is the scenario's own state
+    sc = sample_scenario(row["seed"], row["difficulty"])
+    assert task.id == sc.task.id
+    for name in ("metrics", "resources", "budget", "world", "hidden", "step", "route_progress", "closed_routes",
+                 "milestones", "events_fired"):
+        assert getattr(state, name) == getattr(sc.state, name), name
+
+    # budget line
+    budget = _BUDGET_LINE.search(user)
+    assert budget is not None
+    shown = dict(zip(("time", "money", "energy"), budget.groups()))
+    for k, text in shown.items():
+        assert text == T._fmt(state.resources[k])
+        assert float(text) == pytest.approx(state.resources[k], abs=0.051)
+
+    # the listed metrics: values and that they are the most damaged ones
+    listed = _METRIC_LINE.findall(user)
+    assert len(listed) == 6
+    for path, value, inverted in listed:
+        assert float(value) == pytest.approx(state.metrics[path], abs=0.051)
+        assert bool(inverted) == (path in INVERTED_METRICS)
+    worst_shown = max(goodness(p, state.metrics[p]) for p, _v, _i in listed)
+    others = [goodness(p, state.metrics[p]) for p in METRIC_PATHS if p not in {x[0] for x in listed}]
+    assert worst_shown <= min(others) + 1e-9
+
+    # domain health, step and routes
+    for d, ms in DOMAINS.items():
+        health = sum(goodness(f"{d}.{m}", state.metrics[f"{d}.{m}"]) for m in ms) / len(ms)
+        assert f"{d} {health:.0f}" in user
+    assert f"STEP {state.step + 1} of {task.horizon}." in user
+    env = LifeStackEnv()
+    env.restore(task, state)
+    for route in env.open_routes():
+        assert f"- {route} (" in user
+        assert f"open; next steps: {', '.join(env.next_action_types(route))}." in user
+
+
+def test_prompt_reveals_no_hidden_state():
+    ds = dataset()
+    seen_domains = set()
+    for row in ds:
+        user = user_text(row["prompt"])
+        task, state, meta = context(row["prompt"])
+        seen_domains.add(task.domain)
+        assert task.hidden_state  # there is something to hide
+        for key in set(task.hidden_state) | set(HIDDEN_KEYS):
+            assert key not in user, (row["seed"], key)
+        assert "hidden" not in meta["state"]
+    assert seen_domains == {"flight_crisis", "code_merge_crisis"}
+
+
+# ====================================================================================
+# get_lifestack_evaluation
+# ====================================================================================
+def test_evaluation_of_the_heuristic_is_good():
+    for prompt in prompts10():
+        ev = T.get_lifestack_evaluation(policy_completion(prompt, heuristic), prompt)
+        assert {"reward", "breakdown", "action"} <= set(ev)
+        assert isinstance(ev["reward"], float) and ev["reward"] > 0.5
+        assert isinstance(ev["action"], LifeStackAction)
+        assert "error" not in ev["breakdown"]
+        assert ev["breakdown"]["total"] == pytest.approx(ev["reward"], abs=1e-5)
+        # a plain-string prompt (its user message) is scored identically
+        T._EVAL_CACHE.clear()
+        again = T.get_lifestack_evaluation(policy_completion(prompt, heuristic), user_text(prompt))
+        assert again["reward"] == ev["reward"]
+
+
+@pytest.mark.parametrize("completion", [GARBAGE, "", "{not json", '{"action_type": "fly", "target_domain": "career"}',
+                                        None, 42, [{"role": "assistant", "content": "nope"}]])
+def test_evaluation_fallback_is_exact(completion):
+    ev = T.get_lifestack_evaluation(completion, prompts10()[0])
+    assert set(ev) == {"reward", "breakdown", "action"}
+    assert ev["reward"] == -0.5 and ev["action"] is None
+    assert set(ev["breakdown"]) == {"error"}
+    assert isinstance(ev["breakdown"]["error"], str) and ev["breakdown"]["error"]
+
+
+def test_unknown_domain_in_metadata_logs_task_construction_failure(capsys):
+    prompt = prompts10()[0]
+    meta = dict(context(prompt)[2])
+    meta["domain"] = "moon_landing"
+    T._PROMPT_CACHE.clear()
+    ev = T.get_lifestack_evaluation(policy_completion(prompt, heuristic), with_metadata(prompt, meta))
+    assert ev["reward"] == -0.5 and ev["action"] is None and set(ev["breakdown"]) == {"error"}
+    assert "task construction failed" in ev["breakdown"]["error"]
+    assert "[reward] Task construction failed:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda text: T._METADATA_RE.sub("", text),  # no metadata at all
+    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + "{broken" + T.METADATA_CLOSE, text),
+    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + "[1, 2]" + T.METADATA_CLOSE, text),
+    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + '{"v": 1, "domain": "flight_crisis", "difficulty": 1, "seed": 1}'
+                                    + T.METADATA_CLOSE, text),  # no state
+    lambda text: "",
+])
+def test_missing_or_bad_metadata_falls_back(mutate):
+    prompt = prompts10()[0]
+    good = policy_completion(prompt, heuristic)
+    bad_prompt = [prompt[0], {"role": "user", "content": mutate(user_text(prompt))}]
+    ev = T.get_lifestack_evaluation(good, bad_prompt)
+    assert ev == {"reward": -0.5, "breakdown": {"error": ev["breakdown"]["error"]}, "action": None}
+
+
+def test_evaluation_cache_returns_the_same_object():
+    prompt = prompts10()[1]
+    text = policy_completion(prompt, heuristic)
+    a = T.get_lifestack_evaluation(text, prompt)
+    assert T.get_lifestack_evaluation(text, prompt) is a
+    assert T.get_lifestack_evaluation([{"role": "assistant", "content": text}], prompt) is a
+    assert user_text(prompt) in T._PROMPT_CACHE  # the rebuilt state is cached per prompt
+    g = T.get_lifestack_evaluation(GARBAGE, prompt)
+    assert T.get_lifestack_evaluation(GARBAGE, prompt) is g
+
+
+def test_evaluations_do_not_leak_state_between_completions():
+    prompt = prompts10()[2]
+    task, state, _ = context(prompt)
+    before = state.to_dict()
+    first = policy_completion(prompt, heuristic)
+    ref = T.get_lifestack_evaluation(first, prompt)
+    others = [policy_completion(prompt, lazy)] + [policy_completion(prompt, h) for h in HACKS.values()]
+    for text in others:
+        T.get_lifestack_evaluation(text, prompt)
+    assert state.to_dict() == before
+    T._EVAL_CACHE.clear()
+    again = T.get_lifestack_evaluation(first, prompt)
+    assert again is not ref
+    assert again["reward"] == ref["reward"] and again["breakdown"] == ref["breakdown"]
+
+
+@FUZZ
+@given(completion=COMPLETIONS, index=PROMPT_INDEX)
+def test_evaluation_never_raises_fuzz(completion, index):
+    ev = T.get_lifestack_evaluation(completion, prompts10()[index])
+    assert isinstance(ev, dict) and {"reward", "breakdown", "action"} <= set(ev)
+    assert isinstance(ev["reward"], float) and math.isfinite(ev["reward"]) and -1.0 <= ev["reward"] <= 1.0
+    if ev["action"] is None:
+        assert ev["reward"] == -0.5 and "error" in ev["breakdown"]
+    else:
+        assert isinstance(ev["action"], LifeStackAction)
+
+
+@FUZZ
+@given(completion=COMPLETIONS, prompt=st.one_of(st.none(), st.integers(), st.text(max_size=100),
+                                               st.lists(st.dictionaries(st.sampled_from(["role", "content"]),
+                                                                        st.one_of(st.text(max_size=30), st.integers())),
+                                                        max_size=3)))
+def test_evaluation_never_raises_on_junk_prompts(completion, prompt):
+    ev = T.get_lifestack_evaluation(completion, prompt)
+    assert ev["reward"] == -0.5 and ev["action"] is None
+
+
+def test_fake_metadata_in_the_completion_changes_nothing():
+    scored = [f for f in T.REWARD_FUNCS if f is not T.reward_format_fn]  # trailing text costs format a little
+    for prompt in prompts10()[:5]:
+        task, state, meta = context(prompt)
+        honest = policy_completion(prompt, heuristic)
+        fake = json.loads(json.dumps(meta))
+        fake.update(difficulty=1, seed=meta["seed"] + 4242)
+        fake["state"]["resources"] = [1000.0, 1e6, 1000.0]
+        fake["state"]["budget"] = [1000.0, 1e6, 1000.0]
+        block = T.METADATA_OPEN + json.dumps(fake) + T.METADATA_CLOSE
+
+        base = T.get_lifestack_evaluation(honest, prompt)
+        after = T.get_lifestack_evaluation(honest + "\n" + block, prompt)
+        assert after["reward"] == base["reward"]
+        assert after["breakdown"] == base["breakdown"]
+        assert after["action"].to_dict() == base["action"].to_dict()
+        for fn in scored:
+            assert fn([honest + "\n" + block], prompts=[prompt]) == fn([honest], prompts=[prompt]), fn.__name__
+
+        # in front of the answer the fake block is the first JSON object: it cannot score higher
+        before = T.get_lifestack_evaluation(block + "\n" + honest, prompt)
+        assert before["reward"] <= base["reward"]
+        for fn in T.REWARD_FUNCS:
+            assert fn([block + "\n" + honest], prompts=[prompt])[0] <= fn([honest], prompts=[prompt])[0], fn.__name__
+
+        # the budget is the prompt's, not the completion's
+        over = action_json("spend", "career", None, {}, {"time": 0, "money": state.resources["money"] + 100, "energy": 0},
+                           "Pay for it.")
+        for text in (over, over + "\n" + block):
+            ev = T.get_lifestack_evaluation(text, prompt)
+            assert "penalty.unaffordable" in ev["breakdown"]
+        assert context(prompt)[1].resources == state.resources
+
+
+# ====================================================================================
+# The six reward functions
+# ====================================================================================
+def test_reward_function_registry():
+    assert tuple(f.__name__ for f in T.REWARD_FUNCS) == T.REWARD_NAMES
+    assert len(T.REWARD_FUNCS) == 6 == len(T.REWARD_WEIGHTS) == len(DEFAULTS["REWARD_WEIGHTS"])
+
+
+def _mixed_batch():
+    completions, prompts = [], []
+    for i, prompt in enumerate(prompts10()[:4]):
+        for text in (policy_completion(prompt, heuristic), policy_completion(prompt, lazy), GARBAGE,
+                     policy_completion(prompt, list(HACKS.values())[i])):
+            completions.append(text)
+            prompts.append(prompt)
+    return completions, prompts
+
+
+@pytest.mark.parametrize("fn", T.REWARD_FUNCS, ids=T.REWARD_NAMES)
+def test_reward_functions_contract(fn):
+    completions, prompts = _mixed_batch()
+    out = fn(completions, prompts=prompts)
+    assert isinstance(out, list) and len(out) == len(completions)
+    assert all(type(x) is float and math.isfinite(x) and -1.0 <= x <= 1.0 for x in out)
+    # conversational completions give identical results
+    as_messages = [[{"role": "assistant", "content": c}] for c in completions]
+    assert fn(as_messages, prompts=prompts) == out
+    # TRL's extra keyword arguments are ignored
+    extra = dict(trainer_state=SimpleNamespace(global_step=7), log_extra=lambda *a, **k: None,
+                 log_metric=lambda *a, **k: None, difficulty=[1] * len(completions), seed=[0] * len(completions),
+                 completion_ids=[[1, 2, 3]] * len(completions), domain=["flight_crisis"] * len(completions))
+    assert fn(completions=completions, prompts=prompts, **extra) == out
+    # a string prompt (the user message) scores the same as the message list
+    assert fn(completions, prompts=[user_text(p) for p in prompts]) == out
+    assert fn([], prompts=[]) == []
+
+
+def test_trainer_state_step_is_recorded():
+    prompt = prompts10()[0]
+    T.reward_task_success_fn([GARBAGE], prompts=[prompt], trainer_state=SimpleNamespace(global_step=17))
+    assert T.RUN_CONTEXT["step"] == 17
+
+
+SEPARATION = {
+    "reward_format_fn": ("garbage", "empty", "hack_nan_inf"),
+    "reward_plausibility_fn": ("garbage", "hack_free_claims", "hack_negative_cost"),
+    "reward_task_success_fn": ("garbage", "lazy", "hack_free_claims"),
+    "reward_milestone_fn": ("garbage", "lazy", "hack_unknown_metrics"),
+    "reward_reasoning_fn": ("garbage", "lazy", "hack_keyword_stuffing"),
+}
+
+
+def _bad_completion(prompt, name):
+    if name == "garbage":
+        return GARBAGE
+    if name == "empty":
+        return ""
+    if name == "lazy":
+        return policy_completion(prompt, lazy)
+    return policy_completion(prompt, HACKS[name])
+
+
+@pytest.mark.parametrize("name", list(SEPARATION))
+def test_each_reward_separates_good_from_bad(name):
+    fn = getattr(T, name)
+    prompts = list(prompts10())
+    good = fn([policy_completion(p, heuristic) for p in prompts], prompts=prompts)
+    for bad_name in SEPARATION[name]:
+        bad = fn([_bad_completion(p, bad_name) for p in prompts], prompts=prompts)
+        assert mean(good) > mean(bad), (bad_name, good, bad)
+    assert len(set(good + bad)) >= 2
+
+
+def test_human_feedback_reward_varies_with_the_action():
+    flight = [p for p in dataset()["prompt"][:20] if context(p)[1] is not None and context(p)[0].domain == "flight_crisis"]
+    prompt = flight[0]
+    values = set()
+    for action_type in ACTION_TYPES:
+        for target in ("career", "time", "finances"):
+            out = T.reward_human_feedback_fn([action_json(action_type, target)], prompts=[prompt])
+            assert len(out) == 1 and -1.0 <= out[0] <= 1.0
+            values.add(out[0])
+    assert len(values) >= 2, values
+    assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [0.0, 0.0, 0.0]
+    # a situation with no records at all scores 0.0
+    store = T.feedback_store()
+    assert store.score("no-such-situation", "rest", "career") is None
+
+
+def test_human_feedback_reward_with_unreadable_database(tmp_path):
+    bad = tmp_path / "broken.sqlite3"
+    bad.write_text("this is not an sqlite database " * 20)
+    prompt = prompts10()[0]
+    T.configure_feedback(str(bad), "zero")
+    assert T.reward_human_feedback_fn([policy_completion(prompt, heuristic), GARBAGE], prompts=[prompt] * 2) == [0.0, 0.0]
+    T.configure_feedback(str(bad), "raise")
+    with pytest.raises(Exception) as err:
+        T.reward_human_feedback_fn([policy_completion(prompt, heuristic)], prompts=[prompt])
+    assert "broken.sqlite3" in str(err.value)
+
+
+@FUZZ
+@given(batch=st.lists(st.tuples(COMPLETIONS, PROMPT_INDEX), min_size=1, max_size=6))
+def test_reward_functions_fuzz(batch):
+    completions = [c for c, _ in batch]
+    prompts = [prompts10()[i] for _, i in batch]
+    for fn in T.REWARD_FUNCS:
+        out = fn(completions, prompts=prompts)
+        assert len(out) == len(completions), fn.__name__
+        assert all(type(x) is float and math.isfinite(x) and -1.0 <= x <= 1.0 for x in out), (fn.__name__, out)
+
+
+@FUZZ
+@given(text=TEXTS, index=PROMPT_INDEX)
+def test_string_and_message_completions_agree_fuzz(text, index):
+    prompt = prompts10()[index]
+    for fn in T.REWARD_FUNCS:
+        assert fn([text], prompts=[prompt]) == fn([[{"role": "assistant", "content": text}]], prompts=[prompt])
+
+
+@FUZZ
+@given(text=TEXTS, index=PROMPT_INDEX)
+def test_plausibility_never_positive_when_unparseable(text, index):
+    assume(parse_action(text)[0] is None)
+    out = T.reward_plausibility_fn([text], prompts=[prompts10()[index]])
+    assert out[0] <= 0.0
+
+
+def test_hacks_rank_below_the_heuristic_on_task_success():
+    prompts = list(prompts10())
+    honest = mean(T.reward_task_success_fn([policy_completion(p, heuristic) for p in prompts], prompts=prompts))
+    for name, hack in HACKS.items():
+        hacked = mean(T.reward_task_success_fn([policy_completion(p, hack) for p in prompts], prompts=prompts))
+        assert hacked < honest, (name, hacked, honest)
+
+
+def test_format_reward_is_graded():
+    prompt = prompts10()[0]
+    complete = policy_completion(prompt, heuristic)
+    f = lambda text: T.reward_format_fn([text])[0]  # noqa: E731
+    empty, blank = f(""), f("   \n")
+    refusal = f("I'm sorry, but as an AI I can't help with that.")
+    no_json = f("Let me think about the flights and the meeting first.")
+    broken = f('{"action_type": "negotiate", "target_domain": ')
+    partial_1 = f('{"action_type": "negotiate"}')
+    partial_6 = f('{"action_type": "fly", "target_domain": "moon", "route": null, "metric_changes": {}, '
+                  '"resource_cost": {}, "reasoning": ""}')
+    minimal_valid = f('{"action_type": "negotiate", "target_domain": "career"}')
+    full = f(complete)
+    fenced = f("```json\n" + complete + "\n```")
+    trailing = f(complete + "\nHope this helps!")
+    assert empty == blank == refusal
+    assert refusal < no_json
+    assert broken == no_json
+    assert no_json < partial_1 < partial_6 < minimal_valid < full
+    assert full == 1.0 and fenced == full
+    assert minimal_valid < trailing < full and full - trailing <= 0.25
+    assert T.reward_format_fn([GARBAGE, complete, ""]) == [no_json, full, empty]
+
+
+def test_reasoning_reward_punishes_keyword_stuffing():
+    prompts = list(prompts10())
+    stuffed = T.reward_reasoning_fn([policy_completion(p, HACKS["hack_keyword_stuffing"]) for p in prompts], prompts=prompts)
+    honest = T.reward_reasoning_fn([policy_completion(p, heuristic) for p in prompts], prompts=prompts)
+    assert stuffed == [-0.5] * len(prompts)
+    assert all(h > 0 for h in honest)
+
+
+def test_timed_wrapper_keeps_rewards_finite_and_in_range():
+    wrapped = T._timed(lambda completions, **kw: [float("inf"), float("-inf"), 3.0, -3.0, 0.25])
+    out = wrapped(["a"] * 5)
+    assert out == [1.0, -1.0, 1.0, -1.0, 0.25]
+
+
+def test_timed_wrapper_maps_nan_to_zero():
+    wrapped = T._timed(lambda completions, **kw: [float("nan")])
+    assert wrapped(["a"]) == [0.0]
+
+
+# ====================================================================================
+# generations.jsonl
+# ====================================================================================
+def _fresh_completions(n: int = 12):
+    pairs = []
+    for prompt in prompts10():
+        pairs.append((policy_completion(prompt, heuristic), prompt))
+    for prompt in prompts10()[: n - 10]:
+        pairs.append((policy_completion(prompt, lazy), prompt))
+    return pairs[:n]
+
+
+def test_generation_log_every_interval(isolated):
+    T.RUN_CONTEXT.update(log_interval=5, stage=2, difficulty=3)
+    pairs = _fresh_completions(12)
+    rewards = T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs],
+                                       trainer_state=SimpleNamespace(global_step=11))
+    path = isolated / "generations.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2  # evaluations 5 and 10
+    for line, idx in zip(lines, (4, 9)):
+        rec = json.loads(line)
+        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "reward", "breakdown"} <= set(rec)
+        assert rec["step"] == 11 and rec["stage"] == 2 and rec["difficulty"] == 3
+        assert rec["completion"] == pairs[idx][0]
+        assert rec["reward"] == pytest.approx(rewards[idx])
+        assert rec["action"]["action_type"] in ACTION_TYPES
+        assert isinstance(rec["breakdown"], dict) and "total" in rec["breakdown"]
+        assert T.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")
+    # cached pairs are not fresh evaluations: nothing new is logged
+    for fn in T.REWARD_FUNCS:
+        fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    # a fallback is logged too, as valid JSON with a null action
+    for i in range(5):
+        T.get_lifestack_evaluation(f"{GARBAGE} #{i}", prompts10()[0])
+    rec = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
+    assert rec["action"] is None and rec["reward"] == -0.5 and "error" in rec["breakdown"]
+
+
+def test_generation_log_only_on_the_main_process(isolated, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    T.RUN_CONTEXT["log_interval"] = 1
+    pairs = _fresh_completions(3)
+    T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
+    assert not (isolated / "generations.jsonl").exists()
+
+
+def test_unwritable_log_dir_changes_no_reward(tmp_path, capsys):
+    pairs = _fresh_completions(12)
+    completions, prompts = [c for c, _ in pairs], [p for _, p in pairs]
+    T.RUN_CONTEXT["log_interval"] = 1
+    expected = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
+
+    T._EVAL_CACHE.clear()
+    T._PROMPT_CACHE.clear()
+    blocker = tmp_path / "blocker"
+    blocker.write_text("a regular file, not a directory")
+    T.RUN_CONTEXT.update(log_dir=str(blocker / "logs"), evaluations=0, log_warned=False)
+    capsys.readouterr()
+    got = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
+    assert got == expected
+    err = capsys.readouterr().err
+    assert err.count("[log] could not write generations.jsonl") == 1
+    assert blocker.read_text() == "a regular file, not a directory"
+
+
+# ====================================================================================
+# Small helpers
+# ====================================================================================
+def test_rolling_mean():
+    assert T.rolling_mean([]) == []
+    assert T.rolling_mean([1.0, 2.0, 3.0, 4.0], window=2) == [1.0, 1.5, 2.5, 3.5]
+    assert T.rolling_mean([5.0, -1.0, 2.0], window=1) == [5.0, -1.0, 2.0]
+    xs = [float(i) for i in range(12)]
+    out = T.rolling_mean(xs)
+    assert len(out) == 12
+    assert out[0] == 0.0 and out[3] == pytest.approx(1.5)
+    assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
+
+
+def test_write_json_atomic_replaces_the_file(tmp_path):
+    path = tmp_path / "state" / "curriculum_state.json"
+    T.write_json_atomic(path, {"next_stage": 1, "stages": []})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 1, "stages": []}
+    inode = path.stat().st_ino
+    T.write_json_atomic(path, {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]}
+    assert path.stat().st_ino != inode  # a new file renamed over the old one, not rewritten in place
+    assert sorted(p.name for p in path.parent.iterdir()) == ["curriculum_state.json"]
+
+
+def test_write_json_atomic_failure_keeps_the_old_file(tmp_path):
+    path = tmp_path / "curriculum_state.json"
+    T.write_json_atomic(path, {"next_stage": 3})
+    with pytest.raises(TypeError):
+        T.write_json_atomic(path, {"next_stage": object()})
+    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 3}
+
+
+def test_write_json_atomic_failure_leaves_no_tmp_file(tmp_path):
+    path = tmp_path / "curriculum_state.json"
+    T.write_json_atomic(path, {"next_stage": 3})
+    with pytest.raises(TypeError):
+        T.write_json_atomic(path, {"next_stage": object()})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["curriculum_state.json"]
+
+
+def test_last_checkpoint_picks_the_highest_number(tmp_path):
+    assert T.last_checkpoint(tmp_path / "missing") is None
+    ckpts = tmp_path / "checkpoints"
+    ckpts.mkdir()
+    assert T.last_checkpoint(ckpts) is None
+    for name in ("checkpoint-2", "checkpoint-10", "checkpoint-9", "checkpoint-final", "checkpoint-", "runs"):
+        (ckpts / name).mkdir()
+    assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
+    (ckpts / "checkpoint-100").mkdir()
+    assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
