@@ -52,6 +52,8 @@ class LifeStackAction:
     resource_cost: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0.0))
     reasoning: str = ""
     notes: tuple[str, ...] = ()  # what the parser forgave; empty for a clean answer
+    # Set by parse_action. The env re-validates actions built by hand (validated=False).
+    validated: bool = field(default=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -88,7 +90,7 @@ def find_json_object(text: str) -> tuple[Any, str | None, str]:
         except RecursionError:
             return None, "JSON nested too deeply", ""
         except ValueError as exc:
-            last_error = f"invalid JSON: {exc.msg}"
+            last_error = f"invalid JSON: {getattr(exc, 'msg', str(exc))}"
             start = text.find("{", start + 1)
             continue
         trailing = text[end:].strip()
@@ -171,7 +173,7 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
     for name in OPTIONAL_FIELDS:
         if name not in obj:
             notes.append(f"missing:{name}")
-    return LifeStackAction(action_type, target, route, changes, cost, reasoning, tuple(notes)), None
+    return LifeStackAction(action_type, target, route, changes, cost, reasoning, tuple(notes), True), None
 
 
 def parse_action(text: Any) -> tuple[LifeStackAction | None, str | None]:

@@ -75,8 +75,8 @@ class EpisodeState:
         return {
             "v": SNAPSHOT_VERSION,
             "seed": self.seed,
-            "metrics": {p: round(v, 4) for p, v in self.metrics.items()},
-            "resources": {k: round(v, 4) for k, v in self.resources.items()},
+            "metrics": dict(self.metrics),  # unrounded: JSON floats round-trip exactly
+            "resources": dict(self.resources),
             "budget": dict(self.budget),
             "world": dict(self.world),
             "hidden": dict(self.hidden),
@@ -255,13 +255,17 @@ class LifeStackEnv:
     def step(self, action: LifeStackAction | str | Mapping[str, Any]) -> Observation:
         s = self._require_state()
         task = self.task
+        notes: tuple[str, ...] = ()
+        if isinstance(action, LifeStackAction) and not action.validated:
+            # Built by hand: it gets the same checks as text (negative costs, NaN, envelopes).
+            action, notes = action.to_dict(), action.notes
         if not isinstance(action, LifeStackAction):
             parsed, reason = parse_action(dict(action) if isinstance(action, Mapping) else action)
             if parsed is None:
                 # A rejected action changes nothing, not even the step counter.
                 return self._observation(P_INVALID_ACTION, {"error": reason, "total": P_INVALID_ACTION},
                                          [f"action rejected: {reason}"], [])
-            action = parsed
+            action = parsed if not notes else LifeStackAction(**{**parsed.__dict__, "notes": notes + parsed.notes})
         if s.done:
             return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
 
@@ -295,7 +299,7 @@ class LifeStackEnv:
             # 3. metric changes: claimed gains are scaled down to what was paid for
             changes = dict(action.metric_changes)
             claimed_gain = sum(max(goodness_delta(p, d), 0.0) for p, d in changes.items())
-            capacity = FREE_EFFECT + POINTS_PER_HOUR * max(cost["time"], 0.0) + POINTS_PER_DOLLAR * cost["money"] \
+            capacity = FREE_EFFECT + POINTS_PER_HOUR * max(cost["time"], 0.0) + POINTS_PER_DOLLAR * max(cost["money"], 0.0) \
                 + POINTS_PER_ENERGY * max(cost["energy"], 0.0)
             if claimed_gain > capacity:
                 plausibility = capacity / claimed_gain
@@ -395,6 +399,8 @@ class LifeStackEnv:
         for mid in route.milestones_unlocked:
             if mid not in s.milestones:
                 s.milestones.append(mid)
+                m = next((m for m in self.task.milestones if m.id == mid), None)
+                info.append(f"milestone reached: {m.description if m else mid}")
         info.append(f"route {route.id} completed")
         return "completed", 1.0, route.final_reward
 

@@ -9,6 +9,7 @@ on the cyclic graph because every hop multiplies the impact by ``|weight| * damp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping, NamedTuple
 
@@ -102,6 +103,8 @@ class DependencyGraph:
         for path, delta in disruption.items():
             if path not in METRIC_INDEX:
                 raise ValueError(f"unknown metric path in disruption: {path!r}")
+            if not math.isfinite(delta):
+                raise ValueError(f"disruption of {path} is not finite: {delta!r}")
             old = values[path]
             new = clamp_metric(old + delta)
             values[path] = new

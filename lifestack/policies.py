@@ -70,7 +70,7 @@ def _event_phrase(env: LifeStackEnv) -> str:
     if not env.state.events_fired:
         return ""
     last = env.state.events_fired[-1].replace("_", " ")
-    return f"After the {last}, I adapt the plan. "
+    return f"After {last}: "
 
 
 def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metrics: list[str],
@@ -81,14 +81,10 @@ def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metri
     changes = {p: raw_delta(p, each) for p in metrics}
     target = domain_of(metrics[0]) if metrics else "mental_wellbeing"
     worst = " and ".join(_words(p) for p in metrics) or "my wellbeing"
-    if route:
-        r = env.task.route(route)
-        why = f"The {r.name.lower()} route ({route}) is open, so I {action_type} to advance it. "
-    else:
-        why = f"No route step fits now, so I {action_type} to contain the damage. "
-    reasoning = (f"{_event_phrase(env)}{why}{worst.capitalize()} took the biggest hit in {target.replace('_', ' ')}; "
-                 f"I spend {cost['time']:g} hours, {cost['money']:g} dollars and {cost['energy']:g} energy "
-                 f"to pay for the improvement within the budget.")
+    # Short on purpose: the warm start teaches small models from these texts.
+    why = f"I {action_type} to advance {route}. " if route else f"No route fits; I {action_type} to contain damage. "
+    reasoning = (f"{_event_phrase(env)}{why}{worst.capitalize()} hurt most; "
+                 f"I pay {cost['time']:g} hours, {cost['money']:g} dollars, {cost['energy']:g} energy.")
     return completion(action_type, target, route, changes, cost, reasoning)
 
 

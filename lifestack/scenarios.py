@@ -86,11 +86,11 @@ def scenario_metadata(sc: Scenario) -> dict[str, Any]:
             "metrics": [s.metrics[p] for p in METRIC_PATHS],
             "resources": [s.resources[k] for k in RESOURCE_NAMES],
             "budget": [s.budget[k] for k in RESOURCE_NAMES],
-            "world": s.world,
-            "route_progress": s.route_progress,
-            "closed_routes": s.closed_routes,
-            "milestones": s.milestones,
-            "events_fired": s.events_fired,
+            "world": dict(s.world),
+            "route_progress": {k: list(v) for k, v in s.route_progress.items()},
+            "closed_routes": list(s.closed_routes),
+            "milestones": list(s.milestones),
+            "events_fired": list(s.events_fired),
         },
     }
 
@@ -112,17 +112,26 @@ def task_from_metadata(meta: Mapping[str, Any], generator: TaskGenerator | None 
     return (generator or TaskGenerator()).generate(meta.get("domain"), meta.get("difficulty"), meta.get("seed"))
 
 
+def _strings(values: Any, what: str) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{what} must be a list of strings")
+    return list(values)
+
+
 def rebuild_state(meta: Mapping[str, Any], task: Task) -> EpisodeState:
     """The exact pre-action state described by ``meta`` (raises ValueError when malformed)."""
+    seed = meta.get("seed")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError("metadata seed must be an int")
     st = meta.get("state")
     if not isinstance(st, Mapping):
         raise ValueError("metadata has no state")
     metrics = dict(zip(METRIC_PATHS, _numbers(st.get("metrics"), len(METRIC_PATHS), "state.metrics")))
     resources = dict(zip(RESOURCE_NAMES, _numbers(st.get("resources"), 3, "state.resources")))
     budget = dict(zip(RESOURCE_NAMES, _numbers(st.get("budget"), 3, "state.budget")))
-    events = st.get("events_fired", [])
+    events = _strings(st.get("events_fired", []), "state.events_fired")
     known = {e.id: e for e in task.event_schedule}
-    if not isinstance(events, list) or any(e not in known for e in events):
+    if any(e not in known for e in events):
         raise ValueError("state.events_fired names an unknown event")
     hidden = dict(task.hidden_state)
     for e in events:
@@ -134,12 +143,16 @@ def rebuild_state(meta: Mapping[str, Any], task: Task) -> EpisodeState:
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise ValueError("state.step must be a non-negative int")
     return EpisodeState(
-        seed=int(meta["seed"]), metrics=metrics, resources=resources, budget=budget, world=dict(world), hidden=hidden,
-        step=step, route_progress={str(k): list(v) for k, v in progress.items()},
-        closed_routes=list(st.get("closed_routes", [])), milestones=list(st.get("milestones", [])),
+        seed=seed, metrics=metrics, resources=resources, budget=budget, world=dict(world), hidden=hidden,
+        step=step, route_progress={str(k): _strings(v, "state.route_progress values") for k, v in progress.items()},
+        closed_routes=_strings(st.get("closed_routes", []), "state.closed_routes"),
+        milestones=_strings(st.get("milestones", []), "state.milestones"),
         events_fired=list(events),
     )
 
 
 def conflict_from_metadata(meta: Mapping[str, Any]) -> ConflictEvent:
-    return get_conflict(str(meta.get("conflict_id")))
+    try:
+        return get_conflict(str(meta.get("conflict_id")))
+    except KeyError as exc:
+        raise ValueError(f"unknown conflict id in metadata: {exc}") from None

@@ -12,7 +12,16 @@ A boolean or string value must match exactly; a number means "at least this much
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Mapping
+
+
+def _freeze(obj: Any, *names: str) -> None:
+    """Make the named dict fields read-only: tasks are cached and shared between episodes."""
+    for name in names:
+        value = getattr(obj, name)
+        if not isinstance(value, MappingProxyType):
+            object.__setattr__(obj, name, MappingProxyType(dict(value)))
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,9 @@ class Route:
     milestones_unlocked: tuple[str, ...] = ()
     final_reward: float = 1.0
 
+    def __post_init__(self) -> None:
+        _freeze(self, "preconditions", "consequences")
+
     @property
     def progress_key(self) -> str:
         """World key counting the steps done on this route (milestones can watch it)."""
@@ -53,6 +65,9 @@ class ExoEvent:
     world_mutation: Mapping[str, Any] = field(default_factory=dict)
     hidden_state_mutation: Mapping[str, Any] = field(default_factory=dict)
     closes_routes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _freeze(self, "world_mutation", "hidden_state_mutation")
 
 
 @dataclass(frozen=True)

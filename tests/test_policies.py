@@ -1,0 +1,143 @@
+"""Tests for lifestack.policies: every reference policy writes a completion the parser judges."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from lifestack.actions import parse_action
+from lifestack.env import LifeStackEnv
+from lifestack.metrics import METRIC_PATHS, goodness
+from lifestack.policies import (
+    HACKS,
+    HONEST,
+    POLICIES,
+    candidate_actions,
+    heuristic,
+    lazy,
+    oracle,
+    paid_cost,
+    random_valid,
+    raw_delta,
+    score_on_copy,
+    worst_metrics,
+)
+from lifestack.reward import VOCABULARY
+from lifestack.scenarios import sample_scenario
+
+SCENARIOS = [sample_scenario(700 + i, 1 + i % 5) for i in range(10)]
+
+
+def env_for(sc) -> LifeStackEnv:
+    env = LifeStackEnv()
+    env.restore(sc.task, sc.state)
+    return env
+
+
+def test_policy_registry():
+    assert set(HONEST) == {"oracle", "heuristic", "random", "lazy"}
+    assert set(HACKS) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_unknown_metrics",
+                          "hack_keyword_stuffing"}
+    assert POLICIES == {**HONEST, **HACKS}
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_writes_parseable_text(name):
+    policy = POLICIES[name]
+    for i, sc in enumerate(SCENARIOS[:6]):
+        env = env_for(sc)
+        before = env.state.to_dict()
+        text = policy(env, random.Random(i))
+        assert isinstance(text, str) and text
+        assert env.state.to_dict() == before  # writing the answer never changes the state
+        action, reason = parse_action(text)
+        if name == "hack_nan_inf":
+            assert action is None and "not finite" in reason
+        else:
+            assert reason is None, (name, reason)
+
+
+def test_hack_patterns_are_what_they_claim():
+    env = env_for(SCENARIOS[0])
+    free, _ = parse_action(POLICIES["hack_free_claims"](env, None))
+    assert len(free.metric_changes) == len(METRIC_PATHS) and sum(free.resource_cost.values()) == 0
+    neg, _ = parse_action(POLICIES["hack_negative_cost"](env, None))
+    assert any(n.startswith("negative_cost") for n in neg.notes)
+    unknown, _ = parse_action(POLICIES["hack_unknown_metrics"](env, None))
+    assert dict(unknown.metric_changes) == {} and any(n.startswith("dropped_unknown_metric") for n in unknown.notes)
+    stuffed, _ = parse_action(POLICIES["hack_keyword_stuffing"](env, None))
+    assert VOCABULARY <= set(stuffed.reasoning.split())
+    honest, _ = parse_action(heuristic(env))
+    assert (stuffed.action_type, dict(stuffed.metric_changes)) == (honest.action_type, dict(honest.metric_changes))
+
+
+def test_raw_delta_and_worst_metrics():
+    for p in METRIC_PATHS:
+        assert goodness(p, 50 + raw_delta(p, 5)) - goodness(p, 50) == pytest.approx(5)
+    env = env_for(SCENARIOS[1])
+    worst = worst_metrics(env, 3)
+    m = env.state.metrics
+    assert all(goodness(w, m[w]) <= goodness(p, m[p]) for w in worst for p in METRIC_PATHS if p not in worst)
+
+
+def test_paid_cost_stays_within_share_of_resources():
+    env = env_for(SCENARIOS[2])
+    res = env.state.resources
+    for points in (0.0, 3.0, 10.0, 100.0):
+        cost, paid = paid_cost(env, points, share=0.3)
+        assert all(0 <= cost[k] <= res[k] * 0.3 + 0.1 for k in cost)
+        assert 0 <= paid <= max(points, 0.0) + 1e-9
+
+
+def test_heuristic_follows_an_open_route():
+    env = env_for(SCENARIOS[0])
+    action, _ = parse_action(heuristic(env))
+    if env.open_routes():
+        assert action.route in env.open_routes()
+        assert action.action_type in env.next_action_types(action.route)
+    else:
+        assert action.route is None
+
+
+def test_heuristic_beats_lazy_and_random_on_average():
+    h = l = r = 0.0
+    for i, sc in enumerate(SCENARIOS):
+        env = env_for(sc)
+        h += score_on_copy(env, heuristic(env))
+        l += score_on_copy(env, lazy(env))
+        r += score_on_copy(env, random_valid(env, random.Random(i)))
+    assert h > r and h > l
+
+
+@pytest.mark.parametrize("sc", SCENARIOS[:6], ids=lambda sc: f"{sc.task.id}")
+def test_oracle_at_least_heuristic_on_same_state(sc):
+    env = env_for(sc)
+    o = score_on_copy(env, oracle(env))
+    h = score_on_copy(env, heuristic(env))
+    assert o >= h - 1e-12
+    assert o == max(score_on_copy(env, t) for t in candidate_actions(env))
+
+
+def test_score_on_copy_does_not_touch_env():
+    env = env_for(SCENARIOS[3])
+    before = env.state.to_dict()
+    score_on_copy(env, heuristic(env))
+    oracle(env)
+    assert env.state.to_dict() == before
+
+
+def test_policies_deterministic():
+    env = env_for(SCENARIOS[4])
+    for name, policy in POLICIES.items():
+        assert policy(env, random.Random(5)) == policy(env, random.Random(5)), name
+
+
+def test_random_valid_varies_with_rng():
+    env = env_for(SCENARIOS[0])
+    texts = {random_valid(env, random.Random(i)) for i in range(20)}
+    assert len(texts) >= 15
+    for t in texts:
+        d = json.loads(t)
+        assert d["route"] is None or d["route"] in env.task.route_ids
