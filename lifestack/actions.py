@@ -52,8 +52,9 @@ class LifeStackAction:
     resource_cost: Mapping[str, float] = field(default_factory=lambda: dict.fromkeys(RESOURCE_NAMES, 0.0))
     reasoning: str = ""
     notes: tuple[str, ...] = ()  # what the parser forgave; empty for a clean answer
-    # Set by parse_action. The env re-validates actions built by hand (validated=False).
-    validated: bool = field(default=False, compare=False, repr=False)
+    # Set only by parse_action (not a constructor argument): the env re-validates every
+    # action built by hand.
+    validated: bool = field(default=False, init=False, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -173,7 +174,17 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
     for name in OPTIONAL_FIELDS:
         if name not in obj:
             notes.append(f"missing:{name}")
-    return LifeStackAction(action_type, target, route, changes, cost, reasoning, tuple(notes), True), None
+    action = LifeStackAction(action_type, target, route, changes, cost, reasoning, tuple(notes))
+    object.__setattr__(action, "validated", True)
+    return action, None
+
+
+def _with_notes(action: LifeStackAction, notes: tuple[str, ...]) -> LifeStackAction:
+    """A copy of a parsed action with other notes (it stays validated)."""
+    fields = {k: v for k, v in action.__dict__.items() if k not in ("notes", "validated")}
+    out = LifeStackAction(**fields, notes=notes)
+    object.__setattr__(out, "validated", action.validated)
+    return out
 
 
 def parse_action(text: Any) -> tuple[LifeStackAction | None, str | None]:
@@ -198,7 +209,7 @@ def parse_action(text: Any) -> tuple[LifeStackAction | None, str | None]:
         if action is None:
             return None, error
         if trailing:
-            action = LifeStackAction(**{**action.__dict__, "notes": action.notes + ("trailing_text",)})
+            action = _with_notes(action, action.notes + ("trailing_text",))
         return action, None
     except Exception as exc:  # untrusted input: report, never raise
         return None, f"unparseable completion ({type(exc).__name__})"

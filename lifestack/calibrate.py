@@ -3,7 +3,8 @@
 ``python -m lifestack.calibrate [--states N] [--seed S] [--json PATH]`` scores every
 reference policy (oracle, heuristic, random, lazy, each reward hack) for one action on N
 seeded states per difficulty (the same kind of states the trainer prompts with) and
-prints the mean task reward. It exits 1 when the ordering DESIGN.md asks for fails:
+prints the mean task reward. It exits 1 when the ordering the design contract asks for
+fails (docs/rewards.md, "Calibration"):
 
 * oracle above ``THRESHOLD + MARGIN`` at every difficulty;
 * random, lazy and every hack below ``THRESHOLD`` and below the heuristic.

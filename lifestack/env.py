@@ -17,7 +17,7 @@ from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .actions import LifeStackAction, parse_action
+from .actions import LifeStackAction, _with_notes, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
@@ -113,7 +113,7 @@ class EpisodeState:
 
     def clone(self) -> "EpisodeState":
         return EpisodeState(
-            self.seed, dict(self.metrics), dict(self.resources), self.budget, dict(self.world), dict(self.hidden),
+            self.seed, dict(self.metrics), dict(self.resources), dict(self.budget), dict(self.world), dict(self.hidden),
             self.step, {k: list(v) for k, v in self.route_progress.items()}, list(self.closed_routes),
             list(self.milestones), list(self.events_fired), self.done, self.outcome, self.derived,
         )
@@ -265,7 +265,7 @@ class LifeStackEnv:
                 # A rejected action changes nothing, not even the step counter.
                 return self._observation(P_INVALID_ACTION, {"error": reason, "total": P_INVALID_ACTION},
                                          [f"action rejected: {reason}"], [])
-            action = parsed if not notes else LifeStackAction(**{**parsed.__dict__, "notes": notes + parsed.notes})
+            action = parsed if not notes else _with_notes(parsed, notes + parsed.notes)
         if s.done:
             return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
 
@@ -306,7 +306,7 @@ class LifeStackEnv:
                 info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
                 changes = {p: d * plausibility if goodness_delta(p, d) > 0 else d for p, d in changes.items()}
             intrinsic = {
-                "finances.liquidity": -min(MAX_INTRINSIC, cost["money"] * LIQUIDITY_PER_DOLLAR),
+                "finances.liquidity": -min(MAX_INTRINSIC, max(cost["money"], 0.0) * LIQUIDITY_PER_DOLLAR),
                 "time.free_hours_per_week": -min(MAX_INTRINSIC, max(cost["time"], 0.0) * FREE_HOURS_PER_HOUR),
                 "physical_health.energy": -min(MAX_INTRINSIC, energy_cost * ENERGY_METRIC_PER_UNIT),
             }
@@ -328,8 +328,9 @@ class LifeStackEnv:
         # 4. time passes; scheduled events fire
         s.step += 1
         fired = self._fire_events(s, info)
-        # 5. milestones, success, failure, timeout. They read only the world, so when
-        # neither a route nor an event changed it, nothing new can hold (hot-path saving).
+        # 5. milestones, success, failure, timeout. They read only the world and hidden
+        # state, which only routes and events change: when neither did, nothing new can
+        # hold (hot-path saving).
         milestone_gain, success, failure = 0.0, False, False
         if fired or route_status in ("advanced", "completed"):
             for m in task.milestones:

@@ -214,7 +214,7 @@ def _path_words(path: str) -> set[str]:
 
 
 PATH_WORDS: dict[str, frozenset[str]] = {p: frozenset(_path_words(p)) for p in METRIC_PATHS}
-# Every word that names a domain, metric or route: the vocabulary a stuffer would spray.
+# Every word that names a domain or metric: the vocabulary a stuffer would spray.
 VOCABULARY: frozenset[str] = frozenset(w for p in METRIC_PATHS for w in PATH_WORDS[p])
 
 

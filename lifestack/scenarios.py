@@ -45,6 +45,7 @@ def _round_state(state: EpisodeState) -> None:
     # agree exactly.
     state.metrics = {p: round(v, 2) for p, v in state.metrics.items()}
     state.resources = {k: round(v, 2) for k, v in state.resources.items()}
+    state.derived = None  # facts derived from the unrounded values no longer apply
 
 
 def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, generator: TaskGenerator | None = None) -> Scenario:

@@ -76,8 +76,11 @@ N_EVAL_EPISODES = 50  # final evaluation episodes (difficulty 1 -> 5, domains al
 SEED = 42
 RESUME = True  # pick up at the first unfinished stage / last step checkpoint
 SAVE_MERGED = False  # also save a merged (adapter folded in) copy of the final model
-USE_VLLM = False  # TRL's vLLM generation, colocate mode (GPU + `pip install vllm`)
-VLLM_GPU_MEMORY_UTILIZATION = 0.3
+USE_VLLM = False  # TRL's vLLM generation (GPU + `pip install vllm`)
+VLLM_MODE = "colocate"  # colocate: vLLM shares each training GPU | server: `trl vllm-serve` elsewhere
+VLLM_GPU_MEMORY_UTILIZATION = 0.3  # colocate mode: share of each GPU's memory vLLM may take
+VLLM_SERVER_HOST = "127.0.0.1"  # server mode: where `trl vllm-serve` listens
+VLLM_SERVER_PORT = 8000
 REPORT_TO = "auto"  # auto (tensorboard when installed) | none | tensorboard | wandb
 WARM_START_SFT_STEPS = 0  # supervised steps on heuristic demonstrations before GRPO
 WARM_START_LR = 1e-5
@@ -87,14 +90,15 @@ CPU_BASE_DIR = ""  # where the CPU profile's tiny model is built; "" = OUTPUT_DI
 # The CPU profile swaps in these values (unless given on the command line): small and
 # fast, a pipeline check rather than real training.
 CPU_PROFILE = {
-    "USE_LORA": False,
+    "USE_LORA": False,  # a tiny random model learns nothing through a rank-16 adapter
     "N_PROMPTS_PER_STAGE": 8,
-    "N_EVAL_PROMPTS": 4,
-    "MAX_COMPLETION_LENGTH": 48,
+    "N_EVAL_PROMPTS": 8,
+    "MAX_COMPLETION_LENGTH": 160,  # a complete JSON action is ~140 tokens of the tiny tokenizer
+    "TEMPERATURE": 0.7,  # a barely warm-started model breaks its JSON too often at 1.0
     "LEARNING_RATES": [1e-4],
     "N_EVAL_EPISODES": 50,
     "SAVE_STEPS": 4,
-    "WARM_START_SFT_STEPS": 60,
+    "WARM_START_SFT_STEPS": 120,  # heuristic demonstrations: without them no completion parses
     "WARM_START_LR": 2e-3,
 }
 # =====================================================================================
@@ -225,6 +229,8 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["N_EVAL_EPISODES"] >= 1, "N_EVAL_EPISODES", "must be at least 1")
     need(cfg["LORA_RANK"] >= 1 and cfg["LORA_ALPHA"] >= 1, "LORA_RANK", "LORA_RANK and LORA_ALPHA must be >= 1")
     need(0 < cfg["VLLM_GPU_MEMORY_UTILIZATION"] < 1, "VLLM_GPU_MEMORY_UTILIZATION", "must be in (0, 1)")
+    need(cfg["VLLM_MODE"] in ("colocate", "server"), "VLLM_MODE", "must be colocate or server")
+    need(1 <= cfg["VLLM_SERVER_PORT"] <= 65535, "VLLM_SERVER_PORT", "must be a TCP port")
     need(cfg["REPORT_TO"] in ("auto", "none", "tensorboard", "wandb"), "REPORT_TO", "must be auto, none, tensorboard or wandb")
     need(cfg["WARM_START_SFT_STEPS"] >= 0, "WARM_START_SFT_STEPS", "must be >= 0")
     need(finite(cfg["WARM_START_LR"]) and 0 < cfg["WARM_START_LR"] < 1, "WARM_START_LR", "must be in (0, 1)")
@@ -302,6 +308,15 @@ def barrier() -> None:
             dist.barrier()
 
 
+def init_distributed() -> None:
+    """Join the process group early (gloo on CPU, NCCL on GPUs) so barriers work before
+    the first trainer exists; a no-op in a single process."""
+    if world_info()[1] > 1:
+        from accelerate import PartialState
+
+        PartialState()
+
+
 def log(msg: str) -> None:
     if is_main_process():
         print(msg, flush=True)
@@ -314,7 +329,9 @@ CHAT_TEMPLATE = (
     "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-TINY_MODEL_SHAPE = dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4, num_attention_heads=4,
+# Small enough that a CPU step takes well under a second on 2 cores with ~900-token prompts,
+# large enough to learn the JSON answer format from a warm start (~0.22M parameters).
+TINY_MODEL_SHAPE = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
                         num_key_value_heads=2, max_position_embeddings=4096)
 TINY_VOCAB_SIZE = 2048
 
@@ -512,7 +529,8 @@ def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, diffi
             status = "open; next steps: " + ", ".join(a for a in r.required_action_types if a not in done)
         route_lines.append(f"  - {r.id} ({r.name}): {status}. {r.description}")
     events = [e.description for e in task.event_schedule if e.id in state.events_fired]
-    facts = ", ".join(f"{k}: {v}" for k, v in task.visible_world.items())
+    # visible facts as they stand now (an event may have changed one, e.g. the fare)
+    facts = ", ".join(f"{k}: {state.world.get(k, v)}" for k, v in task.visible_world.items())
     res = state.resources
     user = "\n".join([
         f"{METADATA_OPEN}{json.dumps(meta, separators=(',', ':'))}{METADATA_CLOSE}",
@@ -866,9 +884,16 @@ def reward_vector(completion: Any, prompt: Any) -> dict[str, float]:
 # =====================================================================================
 # Generation, warm start and the curriculum
 # =====================================================================================
-def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16) -> list[str]:
-    """Greedy completions for conversational prompts (deterministic, for evaluation)."""
+def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16,
+                         temperature: float = 0.0, seed: int = 0) -> list[str]:
+    """Completions for conversational prompts: greedy (``temperature=0``), or sampled with
+    a fixed torch seed, so evaluations are reproducible either way."""
     import torch
+
+    sampling = {"do_sample": False}
+    if temperature > 0:
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+        torch.manual_seed(seed)
 
     model_ = model
     was_training = model_.training
@@ -881,7 +906,7 @@ def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_ne
             texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             with torch.no_grad():
-                gen = model_.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False,
+                gen = model_.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
                                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
             new = gen[:, enc["input_ids"].shape[1]:]
             out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
@@ -946,11 +971,19 @@ def held_out_prompts(n: int, difficulty: int, seed: int) -> list[list[dict]]:
     return list(ds["prompt"])
 
 
-def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[str, Any]) -> dict[str, Any]:
-    """Mean of each reward and the valid-JSON rate on ``prompts`` (greedy completions)."""
+def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[str, Any], samples: int = 0) -> dict[str, Any]:
+    """Mean of each reward and the valid-JSON rate on ``prompts``.
+
+    Greedy completions by default (the curriculum's decision); ``samples=k`` scores k
+    completions per prompt sampled at TEMPERATURE with a fixed seed instead, which
+    measures the policy GRPO actually optimises.
+    """
     RUN_CONTEXT["phase"] = "eval"
+    if samples > 0:
+        prompts = [p for p in prompts for _ in range(samples)]
     try:
-        completions = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
+        completions = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"],
+                                           temperature=cfg["TEMPERATURE"] if samples > 0 else 0.0, seed=cfg["SEED"])
         rows = [reward_vector(c, p) for c, p in zip(completions, prompts)]
     finally:
         RUN_CONTEXT["phase"] = "train"
@@ -984,7 +1017,11 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
         disable_tqdm=not is_main_process(),
     )
     if cfg["USE_VLLM"]:
-        kwargs.update(use_vllm=True, vllm_mode="colocate", vllm_gpu_memory_utilization=cfg["VLLM_GPU_MEMORY_UTILIZATION"])
+        kwargs.update(use_vllm=True, vllm_mode=cfg["VLLM_MODE"])
+        if cfg["VLLM_MODE"] == "colocate":
+            kwargs.update(vllm_gpu_memory_utilization=cfg["VLLM_GPU_MEMORY_UTILIZATION"])
+        else:
+            kwargs.update(vllm_server_host=cfg["VLLM_SERVER_HOST"], vllm_server_port=cfg["VLLM_SERVER_PORT"])
     return GRPOConfig(**kwargs)
 
 
@@ -1058,6 +1095,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
         stage_dir = out / f"stage_{stage}"
         ckpt_dir = stage_dir / "checkpoints"
         dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage)
+        # TensorBoard (REPORT_TO) logs outside the step checkpoints, which are deleted after a stage
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(Path(cfg["LOG_DIR"]) / "tensorboard" / f"stage_{stage}")
         trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, ckpt_dir),
                               train_dataset=dataset, processing_class=tokenizer)
         resume = last_checkpoint(ckpt_dir) if cfg["RESUME"] else None
@@ -1091,6 +1130,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
                 "frac_reward_zero_std": _mean([h.get("frac_reward_zero_std") for h in history]),
                 "steps": trainer.state.global_step,
             }
+        if world_info()[1] > 1:  # proof, per rank, that every process trained its share
+            print(f"[rank {world_info()[0]}] stage {stage}: {trainer.state.global_step} optimizer steps done", flush=True)
         decision = broadcast_object(decision)  # every rank takes the same decision
         state["stages"].append(decision)
         state["difficulty"] = decision["next_difficulty"]
@@ -1164,7 +1205,7 @@ def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:
     return out
 
 
-def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path) -> None:
+def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1176,7 +1217,7 @@ def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path) -
         ys = [r["reward"] for r in rows]
         ax.plot(xs, ys, "o", ms=3, alpha=0.45, color=colour, label=f"{label} (per episode)")
         ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=f"{label} (rolling mean, 10)")
-    ax.axhline(0.6, ls="--", lw=1, color="tab:red", label="curriculum threshold 0.6")
+    ax.axhline(threshold, ls="--", lw=1, color="tab:red", label=f"curriculum threshold {threshold:g}")
     ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
     ax.set_ylabel("mean task reward per step")
     ax.set_ylim(-1.05, 1.05)
@@ -1242,7 +1283,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
         for label, rows in (("trained", trained), ("base", base)):
             for r in rows:
                 fh.write(json.dumps({"model": label, **r}) + "\n")
-    plot_reward_curve(trained, base, cfg["PLOT_PATH"])
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"], cfg["ADVANCE_THRESHOLD"])
     curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
     summary = {
         "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,
@@ -1267,13 +1308,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
     check_vllm(cfg)
+    init_distributed()
     configure_feedback(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
-    if cfg["FEEDBACK_ON_ERROR"] == "raise":
-        try:
-            feedback_store()  # a broken database should stop the run now, not mid-training
-        except Exception as exc:
-            print(f"feedback database error: {exc}", file=sys.stderr)
-            return 2
+    # Open the feedback database now: a broken one should stop the run here, not
+    # mid-training. Rank 0 first, so only one process ever creates and seeds it.
+    for turn in ("main", "others"):
+        if (turn == "main") == is_main_process():
+            try:
+                feedback_store()
+            except Exception as exc:
+                if cfg["FEEDBACK_ON_ERROR"] == "raise":
+                    print(f"feedback database error: {exc}", file=sys.stderr)
+                    return 2
+                log(f"[setup] feedback database unavailable ({exc}); reward_human_feedback_fn will return 0.0")
+        barrier()
     import random
 
     import torch
@@ -1298,7 +1346,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in ("generations.jsonl", "train_history.jsonl"):
                 (Path(cfg["LOG_DIR"]) / name).unlink(missing_ok=True)
         warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
-    else:
+    elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
     model, _state = train_curriculum(model, tokenizer, cfg)
     evaluate_and_plot(model, tokenizer, cfg)

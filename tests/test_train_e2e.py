@@ -116,3 +116,23 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     assert "resuming from" in resumed.stdout and "checkpoint-" in resumed.stdout
     state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
     assert state["finished"] and state["stages"][0]["steps"] == 8
+
+
+def test_two_process_data_parallel_training_with_torchrun(tmp_path):
+    """`torchrun --nproc_per_node 2` (gloo on CPU): both ranks train, rank 0 alone writes."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    cmd = [str(torchrun), "--nproc_per_node", "2", "--master_port", "29517", str(SCRIPT), *SMALL,
+           f"--CPU_BASE_DIR={tmp_path / 'base'}", "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=4", "--N_EVAL_EPISODES=2"]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "world size 2" in out
+    # 4 prompts x 4 generations over 2 ranks of 4 completions each: 2 optimizer steps per rank
+    assert "[rank 0] stage 1: 2 optimizer steps done" in out
+    assert "[rank 1] stage 1: 2 optimizer steps done" in out
+    assert out.count("[stage 1] difficulty") == 1  # the per-stage summary comes from rank 0 only
+    state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
+    assert state["finished"] and state["stages"][0]["steps"] == 2
+    gens = read_jsonl(tmp_path / "training_logs" / "generations.jsonl")  # one writer: every line intact
+    assert gens and len({g["evaluation"] for g in gens}) == len(gens)
+    assert (tmp_path / "grpo_reward_curve.png").exists()

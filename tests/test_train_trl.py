@@ -888,3 +888,25 @@ def test_last_checkpoint_picks_the_highest_number(tmp_path):
     assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
     (ckpts / "checkpoint-100").mkdir()
     assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
+
+
+def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    cfg = T.build_config(["--USE_VLLM=True"], profile="peft")
+    with pytest.raises(SystemExit, match="pip install vllm"):
+        T.check_vllm(cfg)
+
+
+def test_vllm_mode_is_validated():
+    with pytest.raises(T.ConfigError, match="^VLLM_MODE"):
+        T.build_config(["--VLLM_MODE=remote"], profile="peft")
+
+
+def test_grpo_config_maps_vllm_server_mode(tmp_path):
+    cfg = T.build_config(["--USE_VLLM=True", "--VLLM_MODE=server", "--VLLM_SERVER_PORT=8123"], profile="peft")
+    cfg["_PROFILE"] = "cpu"  # build the TRL config on this CPU machine; the vLLM fields are what matter
+    args = T.grpo_config(cfg, 1, tmp_path)
+    assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_port == 8123
