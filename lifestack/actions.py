@@ -74,13 +74,16 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+_DECODER = json.JSONDecoder()  # stateless; built once (its constructor is not free)
+
+
 def find_json_object(text: str) -> tuple[Any, str | None, str]:
     """Decode the first JSON object in ``text``.
 
     Returns ``(obj, error, trailing)``: ``trailing`` is the non-blank text after the
     object once a closing code fence is removed.
     """
-    decoder = json.JSONDecoder()
+    decoder = _DECODER
     start = text.find("{")
     tries = 0
     last_error = "no JSON object found"

@@ -333,7 +333,7 @@ class LifeStackEnv:
         # hold (hot-path saving).
         milestone_gain, success, failure = 0.0, False, False
         if fired or route_status in ("advanced", "completed"):
-            for m in task.milestones:
+            for m in self._milestones_to_check(s, action.route if route_status != "none" else None, fired):
                 if m.id not in s.milestones and condition_holds(s.world, s.hidden, m.condition_key, m.condition_value):
                     s.milestones.append(m.id)
                     info.append(f"milestone reached: {m.description}")
@@ -404,6 +404,15 @@ class LifeStackEnv:
                 info.append(f"milestone reached: {m.description if m else mid}")
         info.append(f"route {route.id} completed")
         return "completed", 1.0, route.final_reward
+
+    def _milestones_to_check(self, s: EpisodeState, route_id: str | None, fired: list[str]):
+        """Milestones whose condition reads a world key this step changed (all of them
+        when an event fired: events may touch any key)."""
+        if fired:
+            return self.task.milestones
+        route = self.task.route(route_id)
+        keys = {route.progress_key, *route.consequences}
+        return [m for m in self.task.milestones if m.condition_key in keys]
 
     def _fire_events(self, s: EpisodeState, info: list[str]) -> list[str]:
         fired = []
