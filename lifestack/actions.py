@@ -74,6 +74,19 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def _finite(value: Any, what: str) -> tuple[float, str | None]:
+    """``(float(value), None)``, or ``(0.0, reason)`` for a non-number, NaN or infinity."""
+    if not _is_number(value):
+        return 0.0, f"{what} is not a number"
+    try:
+        value = float(value)
+    except OverflowError:  # an int too large for a float
+        return 0.0, f"{what} is not finite"
+    if not math.isfinite(value):
+        return 0.0, f"{what} is not finite"
+    return value, None
+
+
 _DECODER = json.JSONDecoder()  # stateless; built once (its constructor is not free)
 
 
@@ -133,11 +146,9 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
         if path not in METRIC_INDEX:
             notes.append(f"dropped_unknown_metric:{str(path)[:40]}")
             continue
-        if not _is_number(delta):
-            return None, f"metric_changes[{path}] is not a number"
-        delta = float(delta)
-        if not math.isfinite(delta):
-            return None, f"metric_changes[{path}] is not finite"
+        delta, error = _finite(delta, f"metric_changes[{path}]")
+        if error:
+            return None, error
         if abs(delta) > MAX_METRIC_DELTA:
             notes.append(f"clamped:{path}")
             delta = math.copysign(MAX_METRIC_DELTA, delta)
@@ -154,11 +165,9 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
         if key not in cost:
             notes.append(f"ignored_cost:{str(key)[:20]}")
             continue
-        if not _is_number(value):
-            return None, f"resource_cost[{key}] is not a number"
-        value = float(value)
-        if not math.isfinite(value):
-            return None, f"resource_cost[{key}] is not finite"
+        value, error = _finite(value, f"resource_cost[{key}]")
+        if error:
+            return None, error
         if value < 0:
             # Negative costs never add resources, except rest recovering energy (bounded).
             if action_type == "rest" and key == "energy":

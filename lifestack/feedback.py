@@ -53,6 +53,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from lifestack.actions import ACTION_TYPES
 from lifestack.metrics import DOMAIN_NAMES
 
 __all__ = [
@@ -72,15 +73,7 @@ __all__ = [
 ENV_DB_PATH = "LIFESTACK_FEEDBACK_DB"
 SEED_PATH: Path = Path(__file__).resolve().parent / "data" / "feedback_seed.jsonl"
 
-FEEDBACK_ACTION_TYPES: tuple[str, ...] = (
-    "negotiate",
-    "communicate",
-    "delegate",
-    "spend",
-    "reschedule",
-    "rest",
-    "deprioritize",
-)
+FEEDBACK_ACTION_TYPES: tuple[str, ...] = ACTION_TYPES  # the same vocabulary as the actions
 MIN_EFFECTIVENESS = 0.0
 MAX_EFFECTIVENESS = 10.0
 NEUTRAL_EFFECTIVENESS = 5.0

@@ -89,16 +89,18 @@ FEEDBACK_ON_ERROR = "raise"  # raise | zero: what an unreadable feedback databas
 CPU_BASE_DIR = ""  # where the CPU profile's tiny model is built; "" = OUTPUT_DIR/cpu_base_model
 # The CPU profile swaps in these values (unless given on the command line): small and
 # fast, a pipeline check rather than real training.
+# The values come from the learning check (docs/learning.md).
 CPU_PROFILE = {
     "USE_LORA": False,  # a tiny random model learns nothing through a rank-16 adapter
-    "N_PROMPTS_PER_STAGE": 8,
+    "N_PROMPTS_PER_STAGE": 16,
     "N_EVAL_PROMPTS": 8,
+    "PER_DEVICE_BATCH_SIZE": 16,  # 4 prompts x 4 completions per step: 4-completion steps were too noisy
     "MAX_COMPLETION_LENGTH": 160,  # a complete JSON action is ~140 tokens of the tiny tokenizer
     "TEMPERATURE": 0.7,  # a barely warm-started model breaks its JSON too often at 1.0
-    "LEARNING_RATES": [1e-4],
+    "LEARNING_RATES": [2e-4],
     "N_EVAL_EPISODES": 50,
-    "SAVE_STEPS": 4,
-    "WARM_START_SFT_STEPS": 120,  # heuristic demonstrations: without them no completion parses
+    "SAVE_STEPS": 2,
+    "WARM_START_SFT_STEPS": 300,  # heuristic demonstrations: without them no completion parses
     "WARM_START_LR": 2e-3,
 }
 # =====================================================================================

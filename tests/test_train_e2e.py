@@ -23,6 +23,7 @@ pytestmark = pytest.mark.slow
 SMALL = [
     "--DEVICE_PROFILE=cpu", "--N_PROMPTS_PER_STAGE=4", "--N_EVAL_PROMPTS=2", "--N_EVAL_EPISODES=4",
     "--MAX_COMPLETION_LENGTH=24", "--WARM_START_SFT_STEPS=2", "--SAVE_STEPS=2", "--LOG_INTERVAL=3",
+    "--PER_DEVICE_BATCH_SIZE=4",
 ]
 
 
