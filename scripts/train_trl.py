@@ -424,11 +424,13 @@ def _apply_lora(model, cfg: dict[str, Any]):
     return get_peft_model(model, config)
 
 
-def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True):
+def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True, collective: bool = True):
     """(model, tokenizer) for the configured profile.
 
     ``init_from`` is a stage directory saved earlier (resume): its weights, or its LoRA
     adapter on top of the base model, are loaded instead of the fresh base.
+    ``collective=False`` when only this process loads (rank 0's final evaluation): no
+    barrier then, since the other ranks may have finished.
     """
     profile = cfg["_PROFILE"]
     if profile == "unsloth":
@@ -454,7 +456,8 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
         base = Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model")
         if is_main_process():
             build_tiny_model(base, cfg["SEED"])
-        barrier()
+        if collective:
+            barrier()  # the other ranks load what rank 0 built
         if banner:
             log(cpu_banner(cfg, base))
         name, dtype = str(base), torch.float32
@@ -1276,7 +1279,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
         with core.disable_adapter():  # the same weights without the adapter: the base model
             base = run_episodes(core, tokenizer, cfg, n, seed)
     else:
-        base_model, base_tok = load_model({**cfg, "USE_LORA": False}, banner=False)
+        base_model, base_tok = load_model({**cfg, "USE_LORA": False}, banner=False, collective=False)
         base = run_episodes(base_model, base_tok, cfg, n, seed)
         del base_model
     log_dir = Path(cfg["LOG_DIR"])
