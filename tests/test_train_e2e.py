@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -122,7 +123,10 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
 def test_two_process_data_parallel_training_with_torchrun(tmp_path):
     """`torchrun --nproc_per_node 2` (gloo on CPU): both ranks train, rank 0 alone writes."""
     torchrun = Path(sys.executable).with_name("torchrun")
-    cmd = [str(torchrun), "--nproc_per_node", "2", "--master_port", "29517", str(SCRIPT), *SMALL,
+    with socket.socket() as s:  # a free port: a fixed one may be held by another run
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(port), str(SCRIPT), *SMALL,
            f"--CPU_BASE_DIR={tmp_path / 'base'}", "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=4", "--N_EVAL_EPISODES=2"]
     proc = subprocess.run(cmd, cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
