@@ -38,7 +38,7 @@ from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, goodness_delta  # noqa: E402
 from lifestack.scenarios import (  # noqa: E402
-    conflict_from_metadata, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
+    Scenario, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
 )
 from lifestack.tasks import Task, missing_task_fields  # noqa: E402
 
@@ -509,8 +509,6 @@ def _fmt(x: float) -> str:
 
 def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, difficulty: int, seed: int) -> list[dict[str, str]]:
     """System + user messages for one pre-action state (no hidden state revealed)."""
-    from lifestack.scenarios import Scenario
-
     meta = scenario_metadata(Scenario(seed, difficulty, task, conflict, state, 0))
     m = state.metrics
     worst = sorted(METRIC_PATHS, key=lambda p: goodness(p, m[p]))[:6]
@@ -1175,8 +1173,6 @@ def _mean(xs: Sequence[Any]) -> float | None:
 # =====================================================================================
 def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
     """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step."""
-    from lifestack.scenarios import Scenario  # noqa: F401  (type only)
-
     episodes = []
     for i in range(n):
         difficulty = 1 + (i * 5) // n
