@@ -364,6 +364,7 @@ class LifeStackEnv:
         result = task_reward(outcome)
         breakdown = result.breakdown()
         breakdown["plausibility"] = plausibility
+        breakdown["claimed_gain"] = claimed_gain
         breakdown["milestone_gain"] = milestone_gain
         breakdown["route_status"] = route_status  # type: ignore[assignment]
         return self._observation(result.total, breakdown, info, fired)

@@ -85,27 +85,23 @@ def main(argv=None) -> int:
     metas = [json.dumps(m) for _, _, _, m in contexts]
     texts = [c for _, c in pairs[: max(200, n_prompts)]]
     env = LifeStackEnv()
-    per_eval_us = []
-    for _ in range(repeats):
-        G._generate_cached.cache_clear()
+
+    def rebuild_and_step_us(cold: bool) -> float:
+        """Mean µs per JSON metadata -> task -> state -> parse -> step, over ``texts``."""
+        if cold:
+            G._generate_cached.cache_clear()
         t = time.perf_counter()
         for i, text in enumerate(texts):
             meta = json.loads(metas[i % len(metas)])
             task = task_from_metadata(meta)
             env.restore(task, rebuild_state(meta, task))
             env.step(text)
-        per_eval_us.append((time.perf_counter() - t) / len(texts) * 1e6)
+        return (time.perf_counter() - t) / len(texts) * 1e6
+
+    per_eval_us = [rebuild_and_step_us(cold=True) for _ in range(repeats)]
     # 1b. the same with the task generator's cache warm (tasks are immutable and shared
     # by every prompt of the same domain/difficulty/seed): the state rebuild + step alone
-    warm_us = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for i, text in enumerate(texts):
-            meta = json.loads(metas[i % len(metas)])
-            task = task_from_metadata(meta)
-            env.restore(task, rebuild_state(meta, task))
-            env.step(text)
-        warm_us.append((time.perf_counter() - t) / len(texts) * 1e6)
+    warm_us = [rebuild_and_step_us(cold=False) for _ in range(repeats)]
     G._generate_cached.cache_clear()
 
     # 2. get_lifestack_evaluation on fresh pairs (prompt contexts cached, evaluations not)

@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
     sys.path.insert(0, str(ROOT))
 
-from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
+from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, parse_action  # noqa: E402
 from lifestack.conflicts import ConflictEvent  # noqa: E402
 from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
-from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, goodness_delta  # noqa: E402
+from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
 from lifestack.scenarios import (  # noqa: E402
     Scenario, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
 )
@@ -778,10 +778,6 @@ def reward_format_fn(completions: Sequence[Any], **kwargs) -> list[float]:
     return [format_score(completion_text(c)) for c in completions]
 
 
-def claimed_gain(action: LifeStackAction) -> float:
-    return sum(max(goodness_delta(p, d), 0.0) for p, d in action.metric_changes.items())
-
-
 @_timed
 def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
     """Metric changes must be paid for: 2 x paid share - 1; 0 with no claims; -1 when unparseable."""
@@ -794,7 +790,7 @@ def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
             out.append(-1.0)
         elif "penalty.unaffordable" in b:
             out.append(-0.5)
-        elif claimed_gain(action) <= 0:
+        elif b.get("claimed_gain", 0.0) <= 0:
             out.append(0.0)
         else:
             out.append(2.0 * float(b.get("plausibility", 0.0)) - 1.0)
