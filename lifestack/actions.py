@@ -43,7 +43,7 @@ MAX_FENCE_SCAN = 8  # at most this many '{' starts are tried (no quadratic scans
 MAX_TEXT_CHARS = 200_000  # longer completions are judged on this prefix only
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LifeStackAction:
     action_type: str
     target_domain: str
@@ -146,9 +146,10 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
         if path not in METRIC_INDEX:
             notes.append(f"dropped_unknown_metric:{str(path)[:40]}")
             continue
-        delta, error = _finite(delta, f"metric_changes[{path}]")
-        if error:
-            return None, error
+        if type(delta) is not float or delta - delta != 0.0:  # fast path: a finite float
+            delta, error = _finite(delta, f"metric_changes[{path}]")
+            if error:
+                return None, error
         if abs(delta) > MAX_METRIC_DELTA:
             notes.append(f"clamped:{path}")
             delta = math.copysign(MAX_METRIC_DELTA, delta)
@@ -165,9 +166,10 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
         if key not in cost:
             notes.append(f"ignored_cost:{str(key)[:20]}")
             continue
-        value, error = _finite(value, f"resource_cost[{key}]")
-        if error:
-            return None, error
+        if type(value) is not float or value - value != 0.0:
+            value, error = _finite(value, f"resource_cost[{key}]")
+            if error:
+                return None, error
         if value < 0:
             # Negative costs never add resources, except rest recovering energy (bounded).
             if action_type == "rest" and key == "energy":
@@ -193,8 +195,8 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
 
 def _with_notes(action: LifeStackAction, notes: tuple[str, ...]) -> LifeStackAction:
     """A copy of a parsed action with other notes (it stays validated)."""
-    fields = {k: v for k, v in action.__dict__.items() if k not in ("notes", "validated")}
-    out = LifeStackAction(**fields, notes=notes)
+    out = LifeStackAction(action.action_type, action.target_domain, action.route, action.metric_changes,
+                          action.resource_cost, action.reasoning, notes)
     object.__setattr__(out, "validated", action.validated)
     return out
 

@@ -13,16 +13,40 @@ state a prompt was written from.
 from __future__ import annotations
 
 import random
-from functools import lru_cache
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from functools import lru_cache
+from typing import Any, Mapping, NamedTuple
 
 from .actions import LifeStackAction, _with_notes, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
-from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
-from .reward import DAMAGED_BELOW, P_INVALID_ACTION, StepOutcome, reasoning_coherence, task_reward, vocabulary_of, words_of
-from .tasks import Task, all_hold, any_holds, condition_holds, missing_task_fields
+from .metrics import (
+    INVERTED_METRICS,
+    METRIC_MAX,
+    METRIC_MIN,
+    METRIC_PATHS,
+    RESOURCE_NAMES,
+    default_metrics,
+)
+from .reward import (
+    DAMAGED_BELOW,
+    P_INVALID_ACTION,
+    StepOutcome,
+    reasoning_coherence,
+    task_reward,
+    vocabulary_of,
+    words_of,
+)
+from .tasks import (
+    ExoEvent,
+    Milestone,
+    Route,
+    Task,
+    all_hold,
+    any_holds,
+    condition_holds,
+    missing_task_fields,
+)
 
 # --- the economics of an action ----------------------------------------------------------
 # Claimed improvements are only real when paid for: each resource buys goodness points.
@@ -41,7 +65,7 @@ CASCADE_TRIGGER = 6.0  # applied changes at least this large spread through the 
 SNAPSHOT_VERSION = 1
 
 
-@dataclass
+@dataclass(slots=True)
 class Observation:
     metrics: dict[str, float]
     resources: dict[str, float]
@@ -51,7 +75,7 @@ class Observation:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class EpisodeState:
     seed: int
     metrics: dict[str, float]
@@ -69,7 +93,7 @@ class EpisodeState:
     # Facts derived from this exact state (damaged metrics, ...), cached because the
     # trainer scores many completions against one pre-action state. Never serialised;
     # dropped whenever the state changes.
-    derived: tuple[str, "StateContext"] | None = field(default=None, compare=False, repr=False)
+    derived: tuple[str, StateContext] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,7 +114,7 @@ class EpisodeState:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "EpisodeState":
+    def from_dict(cls, d: Mapping[str, Any]) -> EpisodeState:
         if d.get("v") != SNAPSHOT_VERSION:
             raise ValueError(f"unsupported snapshot version {d.get('v')!r}")
         metrics = {p: float(d["metrics"][p]) for p in METRIC_PATHS}
@@ -111,7 +135,7 @@ class EpisodeState:
             outcome=str(d["outcome"]),
         )
 
-    def clone(self) -> "EpisodeState":
+    def clone(self) -> EpisodeState:
         return EpisodeState(
             self.seed, dict(self.metrics), dict(self.resources), dict(self.budget), dict(self.world), dict(self.hidden),
             self.step, {k: list(v) for k, v in self.route_progress.items()}, list(self.closed_routes),
@@ -119,8 +143,7 @@ class EpisodeState:
         )
 
 
-@dataclass(frozen=True)
-class StateContext:
+class StateContext(NamedTuple):
     """What the reward needs to know about a pre-action state, computed once per state."""
 
     damaged: frozenset[str]  # metrics with goodness below DAMAGED_BELOW
@@ -151,18 +174,64 @@ def event_roll(seed: int, event_id: str) -> float:
     return random.Random(f"{seed}:{event_id}").random()
 
 
-_ROUTE_WORDS: dict[str, dict[str, frozenset[str]]] = {}
+@dataclass(frozen=True)
+class TaskIndex:
+    """Lookups derived from one :class:`Task`, built once per task object.
 
+    Tasks are immutable and shared by every prompt of the same (domain, difficulty,
+    seed), so the step reads these instead of scanning the task's tuples each time.
+    """
 
-def route_words(task: Task) -> dict[str, frozenset[str]]:
-    """Words naming each route (for reasoning coherence); cached per task id."""
-    words = _ROUTE_WORDS.get(task.id)
-    if words is None or words.keys() != set(task.route_ids):
+    routes: Mapping[str, Route]
+    route_words: Mapping[str, frozenset[str]]  # words naming each route (reasoning coherence)
+    # words of every *other* route, keyed by the chosen route id ("" for none)
+    other_route_words: Mapping[str, frozenset[str]]
+    all_route_words: frozenset[str]
+    # milestones whose condition reads a world key the route changes when it advances
+    milestones_by_route: Mapping[str, tuple[Milestone, ...]]
+    milestones_by_id: Mapping[str, Milestone]
+    events_by_step: Mapping[int, tuple[ExoEvent, ...]]
+    events_by_id: Mapping[str, ExoEvent]
+
+    @classmethod
+    def build(cls, task: Task) -> TaskIndex:
         words = {r.id: frozenset(w for w in words_of(r.id + " " + r.name) if len(w) > 3) for r in task.viable_routes}
-        if len(_ROUTE_WORDS) > 16384:
-            _ROUTE_WORDS.clear()
-        _ROUTE_WORDS[task.id] = words
-    return words
+        every = frozenset().union(*words.values())
+        others = {rid: every - w for rid, w in words.items()}
+        others[""] = every
+        by_route = {}
+        for r in task.viable_routes:
+            keys = {r.progress_key, *r.consequences}
+            by_route[r.id] = tuple(m for m in task.milestones if m.condition_key in keys)
+        by_step: dict[int, list[ExoEvent]] = {}
+        for ev in task.event_schedule:
+            by_step.setdefault(ev.step, []).append(ev)
+        return cls(
+            routes={r.id: r for r in reversed(task.viable_routes)},  # the first route of an id wins, as Task.route
+            route_words=words, other_route_words=others, all_route_words=every, milestones_by_route=by_route,
+            milestones_by_id={m.id: m for m in reversed(task.milestones)},
+            events_by_step={k: tuple(v) for k, v in by_step.items()},
+            events_by_id={e.id: e for e in task.event_schedule},  # the last of an id wins, as rebuild_state had it
+        )
+
+
+def task_index(task: Task) -> TaskIndex:
+    """The :class:`TaskIndex` of ``task``, built on first use and kept on the task itself
+    (tasks are frozen; the index is not a field, so equality, hashing and
+    ``dataclasses.replace`` ignore it and a replaced task gets its own)."""
+    index = getattr(task, "__dict__", {}).get("_lifestack_index")
+    if index is None:
+        index = TaskIndex.build(task)
+        try:
+            object.__setattr__(task, "_lifestack_index", index)
+        except (AttributeError, TypeError):  # an object without a __dict__: rebuild next time
+            pass
+    return index
+
+
+def route_words(task: Task) -> Mapping[str, frozenset[str]]:
+    """Words naming each route (for reasoning coherence)."""
+    return task_index(task).route_words
 
 
 class LifeStackEnv:
@@ -178,7 +247,7 @@ class LifeStackEnv:
         self.graph = graph
         self.task: Task | None = None
         self.state: EpisodeState | None = None
-        self._route_words: dict[str, frozenset[str]] = {}
+        self._index: TaskIndex | None = None
 
     # -- episode control -------------------------------------------------------------
     def reset(self, *, seed: int | None = None, task: Task | None = None, conflict: ConflictEvent | None = None,
@@ -196,15 +265,21 @@ class LifeStackEnv:
         self.state = initial_state(task, conflict, seed, self.graph)
         return self._observation(0.0, {}, ["episode started"], [])
 
-    def restore(self, task: Task, snapshot: Mapping[str, Any] | EpisodeState, observe: bool = True) -> Observation | None:
+    def restore(self, task: Task, snapshot: Mapping[str, Any] | EpisodeState, observe: bool = True,
+                copy: bool = True) -> Observation | None:
         """Continue from a snapshot taken with :meth:`snapshot` on the same task.
 
         ``observe=False`` skips building the observation (the reward hot path).
+        ``copy=False`` adopts an :class:`EpisodeState` instead of cloning it, for a
+        caller that built the state for this one episode and will not reuse it.
         """
         self._set_task(task)
         if isinstance(snapshot, EpisodeState):
-            self._context(snapshot)  # cache on the source, so every restore of it shares the work
-            self.state = snapshot.clone()
+            if copy:
+                self._context(snapshot)  # cache on the source, so every restore of it shares the work
+                self.state = snapshot.clone()
+            else:
+                self.state = snapshot
         else:
             self.state = EpisodeState.from_dict(snapshot)
         return self._observation(0.0, {}, ["state restored"], []) if observe else None
@@ -215,16 +290,21 @@ class LifeStackEnv:
     def _set_task(self, task: Task) -> None:
         if task is not self.task:
             self.task = task
-            self._route_words = route_words(task)
+            self._index = task_index(task)
 
     def _context(self, s: EpisodeState) -> StateContext:
         if s.derived is not None and s.derived[0] == self.task.id:
             return s.derived[1]
         m = s.metrics
-        damaged = frozenset(p for p in METRIC_PATHS if goodness(p, m[p]) < DAMAGED_BELOW)
-        top = tuple(sorted(damaged, key=lambda p: (goodness(p, m[p]), p))[:4])
+        hurt = []  # (goodness, path) of the damaged metrics
+        for p in METRIC_PATHS:
+            g = METRIC_MAX - m[p] if p in INVERTED_METRICS else m[p]
+            if g < DAMAGED_BELOW:
+                hurt.append((g, p))
+        hurt.sort()
+        top = tuple(p for _, p in hurt[:4])
         seen = frozenset(w for e in s.events_fired for w in e.split("_") if len(w) > 2)
-        ctx = StateContext(damaged, top, vocabulary_of(top), seen, self._best_step_reward(s))
+        ctx = StateContext(frozenset(p for _, p in hurt), top, vocabulary_of(top), seen, self._best_step_reward(s))
         s.derived = (self.task.id, ctx)
         return ctx
 
@@ -272,75 +352,44 @@ class LifeStackEnv:
         info: list[str] = []
         ctx = self._context(s)
         s.derived = None  # the state is about to change
+        index = self._index
         before = s.metrics
-        after = dict(before)
         cost = action.resource_cost
-        affordable = all(cost[k] <= s.resources[k] + 1e-9 for k in RESOURCE_NAMES)
+        res = s.resources
         route_status, route_fraction, route_value = "none", 0.0, 0.0
-        claimed_gain, plausibility, cascade_worsened, spent_fraction = 0.0, 1.0, 0, 0.0
         milestones_before = len(s.milestones)
-        moved: set[str] = set()
-
-        if not affordable:
-            short = [k for k in RESOURCE_NAMES if cost[k] > s.resources[k] + 1e-9]
-            info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
+        affordable = cost["time"] <= res["time"] + 1e-9 and cost["money"] <= res["money"] + 1e-9 \
+            and cost["energy"] <= res["energy"] + 1e-9
+        if affordable:
+            # 1. pay; 2. the route; 3. the metric changes (and their cascade)
+            spent_fraction, energy_cost = self._pay(s, cost)
+            if action.route:
+                route_status, route_fraction, route_value = self._advance_route(s, action, info)
+            claimed_gain, plausibility, cascade_worsened, good_changes = self._apply_changes(s, action, energy_cost, info)
         else:
-            # 1. pay (rest may recover energy, bounded by hours rested and the start budget)
-            energy_cost = cost["energy"]
-            if energy_cost < 0:
-                energy_cost = -min(-energy_cost, REST_ENERGY_PER_HOUR * cost["time"], s.budget["energy"] - s.resources["energy"])
-            s.resources = {"time": s.resources["time"] - cost["time"], "money": s.resources["money"] - cost["money"],
-                           "energy": s.resources["energy"] - energy_cost}
-            spent_fraction = sum(max(cost[k], 0.0) / max(s.budget[k], 1e-9) for k in RESOURCE_NAMES) / 3.0
-
-            # 2. the route
-            route_status, route_fraction, route_value = self._advance_route(s, action, info)
-
-            # 3. metric changes: claimed gains are scaled down to what was paid for
-            changes = dict(action.metric_changes)
-            claimed_gain = sum(max(goodness_delta(p, d), 0.0) for p, d in changes.items())
-            capacity = FREE_EFFECT + POINTS_PER_HOUR * max(cost["time"], 0.0) + POINTS_PER_DOLLAR * max(cost["money"], 0.0) \
-                + POINTS_PER_ENERGY * max(cost["energy"], 0.0)
-            if claimed_gain > capacity:
-                plausibility = capacity / claimed_gain
-                info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
-                changes = {p: d * plausibility if goodness_delta(p, d) > 0 else d for p, d in changes.items()}
-            intrinsic = {
-                "finances.liquidity": -min(MAX_INTRINSIC, max(cost["money"], 0.0) * LIQUIDITY_PER_DOLLAR),
-                "time.free_hours_per_week": -min(MAX_INTRINSIC, max(cost["time"], 0.0) * FREE_HOURS_PER_HOUR),
-                "physical_health.energy": -min(MAX_INTRINSIC, energy_cost * ENERGY_METRIC_PER_UNIT),
-            }
-            for p, d in intrinsic.items():
-                if d:
-                    changes[p] = changes.get(p, 0.0) + d
-            moved.update(changes)
-            big = {p: d for p, d in changes.items() if abs(d) >= CASCADE_TRIGGER}
-            for p, d in changes.items():
-                if p not in big:
-                    after[p] = clamp_metric(after[p] + d)
-            if big:
-                result = self.graph.cascade(after, big)
-                after = result.values
-                cascade_worsened = sum(1 for p, d in result.spread.items() if goodness_delta(p, d) < -1.0)
-                moved.update(result.spread)
-            s.metrics = after
+            short = [k for k in RESOURCE_NAMES if cost[k] > res[k] + 1e-9]
+            info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
+            spent_fraction, claimed_gain, plausibility, cascade_worsened, good_changes = 0.0, 0.0, 1.0, 0, {}
 
         # 4. time passes; scheduled events fire
         s.step += 1
-        fired = self._fire_events(s, info)
+        fired = self._fire_events(s, info) if s.step in index.events_by_step else []
         # 5. milestones, success, failure, timeout. They read only the world and hidden
         # state, which only routes and events change: when neither did, nothing new can
         # hold (hot-path saving).
         milestone_gain, success, failure = 0.0, False, False
-        if fired or route_status in ("advanced", "completed"):
-            for m in self._milestones_to_check(s, action.route if route_status != "none" else None, fired):
-                if m.id not in s.milestones and condition_holds(s.world, s.hidden, m.condition_key, m.condition_value):
-                    s.milestones.append(m.id)
+        if fired or route_status == "advanced" or route_status == "completed":
+            world, hidden, reached = s.world, s.hidden, s.milestones
+            # events may touch any key: then every milestone is checked
+            for m in task.milestones if fired else index.milestones_by_route[action.route]:
+                if m.id not in reached and condition_holds(world, hidden, m.condition_key, m.condition_value):
+                    reached.append(m.id)
                     info.append(f"milestone reached: {m.description}")
-            new_milestones = s.milestones[milestones_before:]
-            milestone_gain = sum(m.reward for m in task.milestones if m.id in new_milestones)
-            success = all_hold(s.world, s.hidden, task.success_conditions)
-            failure = not success and any_holds(s.world, s.hidden, task.failure_conditions)
+            if len(reached) > milestones_before:
+                new_milestones = reached[milestones_before:]
+                milestone_gain = sum(m.reward for m in task.milestones if m.id in new_milestones)
+            success = all_hold(world, hidden, task.success_conditions)
+            failure = not success and any_holds(world, hidden, task.failure_conditions)
         timeout = not success and not failure and s.step >= task.horizon
         if success or failure or timeout:
             s.done = True
@@ -348,10 +397,9 @@ class LifeStackEnv:
             info.append(f"episode over: {s.outcome}")
 
         r_score, stuffing = reasoning_coherence(action.reasoning, action, damaged=ctx.damaged_top,
-                                                route_words=self._route_words, event_words=ctx.event_words,
-                                                damaged_vocab=ctx.damaged_vocab)
-        after_m = s.metrics
-        good_changes = {p: d for p in moved if (d := goodness_delta(p, after_m[p] - before[p]))}
+                                                route_words=index.route_words, event_words=ctx.event_words,
+                                                damaged_vocab=ctx.damaged_vocab,
+                                                other_route_words=index.other_route_words.get(action.route or "", index.all_route_words))
         outcome = StepOutcome(
             action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
             affordable=affordable, claimed_gain=claimed_gain, plausibility=plausibility,
@@ -369,14 +417,94 @@ class LifeStackEnv:
         breakdown["route_status"] = route_status  # type: ignore[assignment]
         return self._observation(result.total, breakdown, info, fired)
 
+    @staticmethod
+    def _pay(s: EpisodeState, cost: Mapping[str, float]) -> tuple[float, float]:
+        """Take the cost from the resources; ``(share of the budget spent, energy cost)``.
+
+        Rest (a negative energy cost) recovers energy, bounded by the hours rested and
+        the starting budget.
+        """
+        res, budget = s.resources, s.budget
+        c_time, c_money, energy_cost = cost["time"], cost["money"], cost["energy"]
+        if energy_cost < 0:
+            energy_cost = -min(-energy_cost, REST_ENERGY_PER_HOUR * c_time, budget["energy"] - res["energy"])
+        s.resources = {"time": res["time"] - c_time, "money": res["money"] - c_money, "energy": res["energy"] - energy_cost}
+        spent = (max(c_time, 0.0) / max(budget["time"], 1e-9) + max(c_money, 0.0) / max(budget["money"], 1e-9)
+                 + max(cost["energy"], 0.0) / max(budget["energy"], 1e-9)) / 3.0
+        return spent, energy_cost
+
+    def _apply_changes(self, s: EpisodeState, action: LifeStackAction, energy_cost: float,
+                       info: list[str]) -> tuple[float, float, int, dict[str, float]]:
+        """Apply the action's metric changes, scaled down to what was paid for, plus the
+        intrinsic cost of paying; big changes cascade through the graph.
+
+        Returns ``(claimed gain, plausibility, metrics the cascade worsened, goodness
+        changes of the metrics that moved)``; the goodness changes keep a fixed order
+        (the reward sums them).
+        """
+        cost = action.resource_cost
+        paid_time, paid_money, paid_energy = max(cost["time"], 0.0), max(cost["money"], 0.0), max(cost["energy"], 0.0)
+        changes = dict(action.metric_changes)
+        claimed_gain, plausibility = 0.0, 1.0
+        for p, d in changes.items():
+            g = -d if p in INVERTED_METRICS else d
+            if g > 0.0:
+                claimed_gain += g
+        capacity = FREE_EFFECT + POINTS_PER_HOUR * paid_time + POINTS_PER_DOLLAR * paid_money + POINTS_PER_ENERGY * paid_energy
+        if claimed_gain > capacity:
+            plausibility = capacity / claimed_gain
+            info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
+            changes = {p: d * plausibility if (-d if p in INVERTED_METRICS else d) > 0 else d for p, d in changes.items()}
+        # paying costs the life too: money drains liquidity, hours free time, effort energy
+        d = -min(MAX_INTRINSIC, paid_money * LIQUIDITY_PER_DOLLAR)
+        if d:
+            changes["finances.liquidity"] = changes.get("finances.liquidity", 0.0) + d
+        d = -min(MAX_INTRINSIC, paid_time * FREE_HOURS_PER_HOUR)
+        if d:
+            changes["time.free_hours_per_week"] = changes.get("time.free_hours_per_week", 0.0) + d
+        d = -min(MAX_INTRINSIC, energy_cost * ENERGY_METRIC_PER_UNIT)
+        if d:
+            changes["physical_health.energy"] = changes.get("physical_health.energy", 0.0) + d
+
+        before = s.metrics
+        after = dict(before)
+        good: dict[str, float] = {}
+        big: dict[str, float] = {}
+        for p, d in changes.items():
+            if d >= CASCADE_TRIGGER or d <= -CASCADE_TRIGGER:
+                big[p] = d
+                continue
+            old = after[p]
+            v = old + d
+            v = METRIC_MIN if v < METRIC_MIN else METRIC_MAX if v > METRIC_MAX else v
+            after[p] = v
+            if v != old:
+                good[p] = -(v - old) if p in INVERTED_METRICS else v - old
+        worsened = 0
+        if big:
+            result = self.graph.cascade(after, big)
+            after = result.values
+            for p, d in result.spread.items():
+                if (-d if p in INVERTED_METRICS else d) < -1.0:
+                    worsened += 1
+            good = {}  # the cascade may move any metric: measure every one that moved
+            for group in (changes, result.spread):
+                for p in group:
+                    d = after[p] - before[p]
+                    if d:
+                        good[p] = -d if p in INVERTED_METRICS else d
+        s.metrics = after
+        return claimed_gain, plausibility, worsened, good
+
     def _advance_route(self, s: EpisodeState, action: LifeStackAction, info: list[str]) -> tuple[str, float, float]:
         if not action.route:
             return "none", 0.0, 0.0
-        route = self.task.route(action.route)
+        route = self._index.routes.get(action.route)
         if route is None:
             info.append(f"unknown route {action.route!r}; routes: {', '.join(self.task.route_ids)}")
             return "unknown", 0.0, 0.0
-        n = len(route.required_action_types)
+        required = route.required_action_types
+        n = len(required)
         done = s.route_progress.get(route.id, [])
         if route.id in s.closed_routes:
             info.append(f"route {route.id} is closed")
@@ -384,9 +512,9 @@ class LifeStackEnv:
         if not all_hold(s.world, s.hidden, route.preconditions):
             info.append(f"route {route.id} is not available: its preconditions do not hold")
             return "precondition", len(done) / n, route.final_reward
-        if action.action_type not in route.required_action_types or action.action_type in done:
+        if action.action_type not in required or action.action_type in done:
             info.append(f"{action.action_type} does not advance {route.id}; it still needs "
-                        f"{', '.join(a for a in route.required_action_types if a not in done) or 'nothing'}")
+                        f"{', '.join(a for a in required if a not in done) or 'nothing'}")
             return "wrong_type", len(done) / n, route.final_reward
         done = done + [action.action_type]
         s.route_progress[route.id] = done
@@ -401,24 +529,15 @@ class LifeStackEnv:
         for mid in route.milestones_unlocked:
             if mid not in s.milestones:
                 s.milestones.append(mid)
-                m = next((m for m in self.task.milestones if m.id == mid), None)
+                m = self._index.milestones_by_id.get(mid)
                 info.append(f"milestone reached: {m.description if m else mid}")
         info.append(f"route {route.id} completed")
         return "completed", 1.0, route.final_reward
 
-    def _milestones_to_check(self, s: EpisodeState, route_id: str | None, fired: list[str]):
-        """Milestones whose condition reads a world key this step changed (all of them
-        when an event fired: events may touch any key)."""
-        if fired:
-            return self.task.milestones
-        route = self.task.route(route_id)
-        keys = {route.progress_key, *route.consequences}
-        return [m for m in self.task.milestones if m.condition_key in keys]
-
     def _fire_events(self, s: EpisodeState, info: list[str]) -> list[str]:
         fired = []
-        for ev in self.task.event_schedule:
-            if ev.step == s.step and ev.id not in s.events_fired and event_roll(s.seed, ev.id) < ev.probability:
+        for ev in self._index.events_by_step.get(s.step, ()):
+            if ev.id not in s.events_fired and event_roll(s.seed, ev.id) < ev.probability:
                 s.world.update(ev.world_mutation)
                 s.hidden.update(ev.hidden_state_mutation)
                 for rid in ev.closes_routes:

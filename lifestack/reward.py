@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Mapping, Sequence
 
 from .actions import LifeStackAction
-from .metrics import METRIC_PATHS, goodness
+from .metrics import INVERTED_METRICS, METRIC_MAX, METRIC_PATHS, goodness
 
 # --- component weights (renormalised over the components that apply to a step) ---------
 W_OUTCOME = 0.30  # local outcome: goodness gained, cascade contained, efficiency, relationships
@@ -45,7 +46,7 @@ CRITICAL_GOODNESS = 10.0
 RELATIONSHIP_METRICS = frozenset(p for p in METRIC_PATHS if p.startswith("relationships."))
 
 
-@dataclass
+@dataclass(slots=True)
 class StepOutcome:
     """Everything the reward needs to know about one env step."""
 
@@ -84,17 +85,27 @@ class StepOutcome:
         return self.damaged
 
 
-@dataclass
+@dataclass(slots=True)
 class RewardResult:
     total: float
     components: dict[str, float] = field(default_factory=dict)
     penalties: dict[str, float] = field(default_factory=dict)
 
     def breakdown(self) -> dict[str, float]:
-        out = {f"component.{k}": v for k, v in self.components.items()}
-        out.update({f"penalty.{k}": v for k, v in self.penalties.items()})
+        out = {_COMPONENT_KEYS.get(k) or f"component.{k}": v for k, v in self.components.items()}
+        for k, v in self.penalties.items():
+            out[_PENALTY_KEYS.get(k) or f"penalty.{k}"] = v
         out["total"] = self.total
         return out
+
+
+# breakdown key names, built once (the step builds a breakdown for every completion)
+_COMPONENT_KEYS = {k: f"component.{k}" for k in (
+    "outcome", "milestone", "completion", "reasoning", "replanning",
+    "outcome.gain", "outcome.containment", "outcome.efficiency", "outcome.relationships")}
+_PENALTY_KEYS = {k: f"penalty.{k}" for k in (
+    "unaffordable", "dead_end", "inaction", "implausible", "negative_cost", "critical_floor",
+    "cascade_collapse", "keyword_stuffing", "timeout", "failure")}
 
 
 def clip(x: float, lo: float = -1.0, hi: float = 1.0) -> float:
@@ -153,35 +164,68 @@ def replan_score(o: StepOutcome) -> float:
     return 0.0
 
 
+# total weight with and without the replanning component, summed in component order
+_WEIGHT_SUM = W_OUTCOME + W_MILESTONE + W_COMPLETION + W_REASONING
+_WEIGHT_SUM_REPLAN = _WEIGHT_SUM + W_REPLAN
+
+
 def task_reward(o: StepOutcome) -> RewardResult:
-    """The task reward in [-1, 1] with every component and fired penalty named."""
-    sub = local_outcome(o)
-    components = {
-        "outcome": outcome_score(sub),
-        "milestone": milestone_score(o),
-        "completion": completion_score(o),
-        "reasoning": o.reasoning_score,
-    }
-    weights = {"outcome": W_OUTCOME, "milestone": W_MILESTONE, "completion": W_COMPLETION, "reasoning": W_REASONING}
+    """The task reward in [-1, 1] with every component and fired penalty named.
+
+    The same arithmetic as :func:`local_outcome`, :func:`outcome_score` and the score
+    functions above (the tests hold them equal), in one pass: it runs once per
+    completion in training.
+    """
+    changes = o.goodness_changes()
+    damaged = o.damaged_before()
+    after = o.after
+    gain, containment, rel_min, floor_hit = 0, 0, 0.0, False
+    for p, d in changes.items():
+        gain += d
+        if p in damaged:
+            c = d / 4.0
+            containment += -1.0 if c < -1.0 else 1.0 if c > 1.0 else c
+        if d < 0:
+            if d < rel_min and p in RELATIONSHIP_METRICS:
+                rel_min = d
+            if (METRIC_MAX - after[p] if p in INVERTED_METRICS else after[p]) < CRITICAL_GOODNESS:
+                floor_hit = True
+    gain_score = math.tanh(gain / GAIN_SCALE)
+    if damaged:
+        containment = clip(containment / len(damaged) * min(3.0, len(damaged)))
+    else:
+        containment = gain_score
+    expected = max(3.0, EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent)
+    efficiency = clip(gain / expected)
+    relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
+    outcome = (OUTCOME_MIX["gain"] * gain_score + OUTCOME_MIX["containment"] * containment
+               + OUTCOME_MIX["efficiency"] * efficiency + OUTCOME_MIX["relationships"] * relationships)
+
+    status = o.route_status
+    progressed = status == "advanced" or status == "completed"
+    milestone = milestone_score(o)
+    completion = completion_score(o)
+    weighted = W_OUTCOME * outcome + W_MILESTONE * milestone + W_COMPLETION * completion + W_REASONING * o.reasoning_score
+    components = {"outcome": outcome, "milestone": milestone, "completion": completion, "reasoning": o.reasoning_score}
     if o.replan_applicable:
-        components["replanning"] = replan_score(o)
-        weights["replanning"] = W_REPLAN
-    total_weight = sum(weights.values())
-    weighted = sum(weights[k] * components[k] for k in components) / total_weight
+        replanning = 1.0 if progressed else -1.0 if status in ("closed", "unknown", "precondition") else 0.0
+        components["replanning"] = replanning
+        weighted = (weighted + W_REPLAN * replanning) / _WEIGHT_SUM_REPLAN
+    else:
+        weighted = weighted / _WEIGHT_SUM
 
     penalties: dict[str, float] = {}
     if not o.affordable:
         penalties["unaffordable"] = P_UNAFFORDABLE
-    if o.route_status in ("closed", "unknown", "precondition"):
+    if status in ("closed", "unknown", "precondition"):
         penalties["dead_end"] = P_DEAD_END
-    progressed = o.route_status in ("advanced", "completed")
-    if not progressed and sub["gain"] <= 0.05:
+    if not progressed and gain_score <= 0.05:
         penalties["inaction"] = P_INACTION
     if o.claimed_gain > 0 and o.plausibility < 0.999:
         penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
-    if any(n.startswith("negative_cost") for n in o.action.notes):
+    if o.action.notes and any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = P_NEGATIVE_COST
-    if any(d < 0 and goodness(p, o.after[p]) < CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
+    if floor_hit:
         penalties["critical_floor"] = P_CRITICAL_FLOOR
     if o.cascade_worsened >= 3:
         penalties["cascade_collapse"] = P_CASCADE_COLLAPSE
@@ -192,13 +236,16 @@ def task_reward(o: StepOutcome) -> RewardResult:
     if o.failure:
         penalties["failure"] = P_FAILURE
 
-    components.update({f"outcome.{k}": v for k, v in sub.items()})
-    total = clip(weighted + sum(penalties.values()))
-    return RewardResult(total, components, penalties)
+    components["outcome.gain"] = gain_score
+    components["outcome.containment"] = containment
+    components["outcome.efficiency"] = efficiency
+    components["outcome.relationships"] = relationships
+    return RewardResult(clip(weighted + sum(penalties.values())), components, penalties)
 
 
 # --- reasoning coherence ----------------------------------------------------------------
 _WORD = re.compile(r"[a-z]+")
+_EMPTY: frozenset[str] = frozenset()
 RESOURCE_WORDS = frozenset({"time", "hours", "hour", "money", "budget", "cost", "costs", "energy", "spend", "pay", "dollars"})
 MIN_REASONING_WORDS = 8
 MAX_REASONING_WORDS = 120
@@ -220,10 +267,36 @@ VOCABULARY: frozenset[str] = frozenset(w for p in METRIC_PATHS for w in PATH_WOR
 
 def vocabulary_of(paths) -> frozenset[str]:
     """The domain and metric words of ``paths`` (what a reasoning may cite about them)."""
+    return _vocabulary(tuple(paths))
+
+
+@lru_cache(maxsize=4096)
+def _vocabulary(paths: tuple[str, ...]) -> frozenset[str]:
     out: set[str] = set()
     for p in paths:
         out |= PATH_WORDS[p]
     return frozenset(out)
+
+
+@lru_cache(maxsize=4096)
+def _action_vocabulary(paths: tuple[str, ...], domain: str) -> frozenset[str]:
+    """What an action's own reasoning may cite: its metrics' words and its domain."""
+    return _vocabulary(paths) | {domain.split("_")[0]}
+
+
+@lru_cache(maxsize=8192)
+def _lens(relevant: frozenset[str], damaged: frozenset[str], chosen_route: frozenset[str],
+          other_routes: frozenset[str], event_words: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """``(signal, noise)`` vocabularies of a reasoning for one action in one state.
+
+    Signal: words that match the action, the damage, the chosen route or a recent event.
+    Noise: domain words that match neither the action nor the damage, and the words of
+    routes other than the chosen one. Cached: the sets depend only on frozensets that the
+    env and the parser reuse across completions.
+    """
+    signal = relevant | damaged | chosen_route | event_words
+    noise = (VOCABULARY - relevant - damaged) | (other_routes - chosen_route)
+    return signal, noise
 
 
 def reasoning_coherence(
@@ -234,6 +307,7 @@ def reasoning_coherence(
     route_words: Mapping[str, frozenset[str]],
     event_words: frozenset[str] = frozenset(),
     damaged_vocab: frozenset[str] | None = None,
+    other_route_words: frozenset[str] | None = None,
 ) -> tuple[float, bool]:
     """Score how well the reasoning explains *this* action in *this* state.
 
@@ -241,31 +315,42 @@ def reasoning_coherence(
     action and state (its domain and metrics, its route, the damaged metrics, the
     resources it spends, a recent event); domain words that match nothing are noise, and
     a high noise share or heavy repetition marks keyword stuffing.
+    ``damaged_vocab`` and ``other_route_words`` (the words of every route but the chosen
+    one) are derived from ``damaged`` and ``route_words`` when not given.
     """
-    tokens = words_of(reasoning)
+    tokens = _WORD.findall(reasoning.lower())
     if not tokens:
         return 0.0, False
     distinct = set(tokens)
-    relevant_vocab = vocabulary_of(action.metric_changes) | {action.target_domain.split("_")[0]}
+    relevant_vocab = _action_vocabulary(tuple(action.metric_changes), action.target_domain)
     if damaged_vocab is None:
         damaged_vocab = vocabulary_of(damaged)
-    chosen_route = route_words.get(action.route or "", frozenset())
-    other_routes = set().union(*route_words.values()) - chosen_route if route_words else set()
+    chosen_route = route_words.get(action.route or "", _EMPTY)
+    if other_route_words is None:
+        other_route_words = frozenset().union(*route_words.values()) - chosen_route
+    signal_vocab, noise_vocab = _lens(relevant_vocab, damaged_vocab, chosen_route, other_route_words, event_words)
 
-    evidence = [bool(distinct & relevant_vocab), bool(distinct & damaged_vocab), bool(distinct & RESOURCE_WORDS)]
+    # evidence: does the reasoning cite the action's metrics, the damage, the resources,
+    # the chosen route (when one is named), a recent event (when one fired)?
+    cited = (not distinct.isdisjoint(relevant_vocab)) + (not distinct.isdisjoint(damaged_vocab)) \
+        + (not distinct.isdisjoint(RESOURCE_WORDS))
+    kinds = 3
     if action.route:
-        evidence.append(bool(distinct & chosen_route))
+        cited += not distinct.isdisjoint(chosen_route)
+        kinds += 1
     if event_words:
-        evidence.append(bool(distinct & event_words))
-    coverage = sum(evidence) / len(evidence)
+        cited += not distinct.isdisjoint(event_words)
+        kinds += 1
+    coverage = cited / kinds
 
-    signal = distinct & (relevant_vocab | damaged_vocab | chosen_route | event_words)
-    noise = (distinct & VOCABULARY) - relevant_vocab - damaged_vocab
-    noise |= (distinct & other_routes) - chosen_route
+    signal = distinct & signal_vocab
+    noise = distinct & noise_vocab
     precision = len(signal) / (len(signal) + len(noise)) if signal or noise else 0.0
     n = len(tokens)
-    length = min(1.0, n / MIN_REASONING_WORDS) * min(1.0, MAX_REASONING_WORDS / n)
-    repetition = min(1.0, (len(distinct) / n) / 0.4)
+    short, long = n / MIN_REASONING_WORDS, MAX_REASONING_WORDS / n
+    length = (short if short < 1.0 else 1.0) * (long if long < 1.0 else 1.0)
+    repetition = (len(distinct) / n) / 0.4
+    repetition = repetition if repetition < 1.0 else 1.0
     stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)
     score = coverage * (0.3 + 0.7 * precision) * length * repetition
     return clip(score, 0.0, 1.0), stuffing

@@ -12,12 +12,13 @@ hidden state: hidden state is recomputed from the task and the events that fired
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .conflicts import ConflictEvent, generate_conflict, get_conflict
-from .env import EpisodeState, LifeStackEnv
+from .env import EpisodeState, LifeStackEnv, task_index
 from .generator import DOMAINS, TaskGenerator
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .tasks import Task
@@ -99,11 +100,24 @@ def scenario_metadata(sc: Scenario) -> dict[str, Any]:
 def _numbers(values: Any, n: int, what: str) -> list[float]:
     if not isinstance(values, list) or len(values) != n:
         raise ValueError(f"{what} must be a list of {n} numbers")
+    # Fast path (what json.loads produces): plain floats and ints, all finite.
+    try:
+        out = [float(v) for v in values if type(v) is float or type(v) is int]
+    except OverflowError:  # an int too large for a float: the checks below name it
+        out = []
+    if len(out) == n and all(map(math.isfinite, out)):
+        return out
     out = []
-    for v in values:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+    for v in values:  # int/float subclasses are accepted too (bool is not)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
             raise ValueError(f"{what} holds a non-finite or non-numeric value")
-        out.append(float(v))
+        try:
+            v = float(v)
+        except OverflowError:
+            raise ValueError(f"{what} holds a non-finite or non-numeric value") from None
+        if not math.isfinite(v):
+            raise ValueError(f"{what} holds a non-finite or non-numeric value")
+        out.append(v)
     return out
 
 
@@ -114,7 +128,7 @@ def task_from_metadata(meta: Mapping[str, Any], generator: TaskGenerator | None 
 
 
 def _strings(values: Any, what: str) -> list[str]:
-    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+    if not isinstance(values, list) or (values and not all(isinstance(v, str) for v in values)):
         raise ValueError(f"{what} must be a list of strings")
     return list(values)
 
@@ -125,18 +139,19 @@ def rebuild_state(meta: Mapping[str, Any], task: Task) -> EpisodeState:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError("metadata seed must be an int")
     st = meta.get("state")
-    if not isinstance(st, Mapping):
+    if not isinstance(st, dict) and not isinstance(st, Mapping):
         raise ValueError("metadata has no state")
     metrics = dict(zip(METRIC_PATHS, _numbers(st.get("metrics"), len(METRIC_PATHS), "state.metrics")))
     resources = dict(zip(RESOURCE_NAMES, _numbers(st.get("resources"), 3, "state.resources")))
     budget = dict(zip(RESOURCE_NAMES, _numbers(st.get("budget"), 3, "state.budget")))
     events = _strings(st.get("events_fired", []), "state.events_fired")
-    known = {e.id: e for e in task.event_schedule}
-    if any(e not in known for e in events):
-        raise ValueError("state.events_fired names an unknown event")
     hidden = dict(task.hidden_state)
-    for e in events:
-        hidden.update(known[e].hidden_state_mutation)
+    if events:
+        known = task_index(task).events_by_id
+        if any(e not in known for e in events):
+            raise ValueError("state.events_fired names an unknown event")
+        for e in events:
+            hidden.update(known[e].hidden_state_mutation)
     world, progress = st.get("world"), st.get("route_progress", {})
     if not isinstance(world, dict) or not isinstance(progress, dict):
         raise ValueError("state.world and state.route_progress must be objects")

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
     sys.path.insert(0, str(ROOT))
 
-from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, parse_action  # noqa: E402
+from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
 from lifestack.conflicts import ConflictEvent  # noqa: E402
 from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
@@ -578,7 +578,7 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = 
 _PROMPT_CACHE: OrderedDict[str, Any] = OrderedDict()  # prompt text -> (task, state, meta) or error
 _EVAL_CACHE: OrderedDict[tuple[str, str], dict] = OrderedDict()  # (prompt, completion) -> evaluation
 PROMPT_CACHE_SIZE = 4096
-EVAL_CACHE_SIZE = 65536
+EVAL_CACHE_SIZE = 8192  # six reward functions read one batch: a few hundred entries suffice
 _ENV = LifeStackEnv()
 _GENERATOR = TaskGenerator()
 RUN_CONTEXT: dict[str, Any] = {"stage": 0, "difficulty": 0, "step": 0, "phase": "train", "log_dir": LOG_DIR,
@@ -590,6 +590,11 @@ def completion_text(completion: Any) -> str:
     if isinstance(completion, str):
         return completion
     if isinstance(completion, list):
+        if len(completion) == 1 and isinstance(completion[0], dict):  # what TRL passes: one assistant message
+            m = completion[0]
+            content = m.get("content", "")
+            if m.get("role", "assistant") == "assistant" and isinstance(content, str):
+                return content  # the same object each call: its hash (the cache key) is computed once
         parts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
         return "".join(p for p in parts if isinstance(p, str))
     if isinstance(completion, dict):
@@ -603,8 +608,10 @@ def prompt_text(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, list):
-        users = [m.get("content", "") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
-        return users[-1] if users and isinstance(users[-1], str) else ""
+        for m in reversed(prompt):  # the last user message
+            if isinstance(m, dict) and m.get("role") == "user":
+                content = m.get("content", "")
+                return content if isinstance(content, str) else ""
     return ""
 
 
@@ -695,6 +702,35 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
         return _fallback(f"evaluation error: {type(exc).__name__}: {exc}")
 
 
+_LOG_FILE: dict[str, Any] = {"path": None, "fh": None}
+
+
+def _generation_log(path: str):
+    """The open generations.jsonl of this run (opened once per path: an open per line
+    cost more than the rest of a logged evaluation)."""
+    fh = _LOG_FILE["fh"]
+    if fh is not None and _LOG_FILE["path"] == path and not fh.closed:
+        try:  # still the same file? (a fresh run deletes it; so may a user)
+            if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+                return fh
+        except OSError:
+            pass
+    close_generation_log()
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    _LOG_FILE.update(fh=open(path, "a", encoding="utf-8"), path=path)
+    return _LOG_FILE["fh"]
+
+
+def close_generation_log() -> None:
+    fh = _LOG_FILE["fh"]
+    _LOG_FILE.update(fh=None, path=None)
+    if fh is not None:
+        try:
+            fh.close()
+        except OSError:
+            pass
+
+
 def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
     """Append every LOG_INTERVAL-th fresh evaluation to generations.jsonl (main process only)."""
     RUN_CONTEXT["evaluations"] += 1
@@ -709,10 +745,9 @@ def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
         "reward": result["reward"], "breakdown": result["breakdown"],
     }
     try:
-        path = Path(RUN_CONTEXT["log_dir"]) / "generations.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(line, default=str) + "\n")
+        fh = _generation_log(str(Path(RUN_CONTEXT["log_dir"]) / "generations.jsonl"))
+        fh.write(json.dumps(line, default=str) + "\n")
+        fh.flush()  # a line is whole on disk once written: a killed run leaves valid JSONL
     except OSError as exc:  # a full disk must not change a reward
         if not RUN_CONTEXT.get("log_warned"):
             print(f"[log] could not write generations.jsonl: {exc}", file=sys.stderr)
@@ -761,6 +796,11 @@ def format_score(text: str) -> float:
             return -0.6
         present = sum(1 for f in ACTION_FIELDS if f in obj) / len(ACTION_FIELDS)
         return -0.4 + 0.3 * present  # a partial object: closer to the schema, less bad
+    return valid_format_score(action)
+
+
+def valid_format_score(action: LifeStackAction) -> float:
+    """The format score of a parsed action: 1, less what the parser had to forgive."""
     score = 1.0
     for note in action.notes:
         if note.startswith("missing:"):
@@ -773,9 +813,15 @@ def format_score(text: str) -> float:
 
 
 @_timed
-def reward_format_fn(completions: Sequence[Any], **kwargs) -> list[float]:
+def reward_format_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
     """JSON format compliance, graded: -1 empty/refusal, -0.6 no JSON, -0.4..-0.1 partial, 0.1..1 valid."""
-    return [format_score(completion_text(c)) for c in completions]
+    prompts = prompts if prompts is not None else kwargs.get("prompt")
+    if not prompts or len(prompts) != len(completions):
+        return [format_score(completion_text(c)) for c in completions]
+    # With prompts, reuse the action the (shared, cached) evaluation parsed: one parse per
+    # completion for all six rewards. The evaluation parses the same metadata-stripped text.
+    return [valid_format_score(ev["action"]) if ev["action"] is not None else format_score(completion_text(c))
+            for c, ev in zip(completions, _evaluations(completions, prompts, kwargs))]
 
 
 @_timed
@@ -1340,6 +1386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mid_stage = last_checkpoint(out / f"stage_{done_stages + 1}" / "checkpoints") if cfg["RESUME"] else None
     if init_from is None and not mid_stage:
         if is_main_process():  # a fresh run starts fresh logs
+            close_generation_log()
             for name in ("generations.jsonl", "train_history.jsonl"):
                 (Path(cfg["LOG_DIR"]) / name).unlink(missing_ok=True)
         warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
@@ -1347,6 +1394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
     model, _state = train_curriculum(model, tokenizer, cfg)
     evaluate_and_plot(model, tokenizer, cfg)
+    close_generation_log()
     return 0
 
 

@@ -213,6 +213,71 @@ def test_task_reward_always_bounded(before, after, spent, affordable, claimed, p
         assert f"penalty.{k}" in bd
 
 
+def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict[str, float]]:
+    """task_reward written the slow, obvious way from the public component functions."""
+    sub = local_outcome(o)
+    components = {"outcome": R.outcome_score(sub), "milestone": milestone_score(o), "completion": completion_score(o),
+                  "reasoning": o.reasoning_score}
+    weights = {"outcome": R.W_OUTCOME, "milestone": R.W_MILESTONE, "completion": R.W_COMPLETION, "reasoning": R.W_REASONING}
+    if o.replan_applicable:
+        components["replanning"] = replan_score(o)
+        weights["replanning"] = R.W_REPLAN
+    weighted = sum(weights[k] * components[k] for k in components) / sum(weights.values())
+    penalties = {}
+    if not o.affordable:
+        penalties["unaffordable"] = R.P_UNAFFORDABLE
+    if o.route_status in ("closed", "unknown", "precondition"):
+        penalties["dead_end"] = R.P_DEAD_END
+    if o.route_status not in ("advanced", "completed") and sub["gain"] <= 0.05:
+        penalties["inaction"] = R.P_INACTION
+    if o.claimed_gain > 0 and o.plausibility < 0.999:
+        penalties["implausible"] = R.P_IMPLAUSIBLE * (1.0 - o.plausibility)
+    if any(n.startswith("negative_cost") for n in o.action.notes):
+        penalties["negative_cost"] = R.P_NEGATIVE_COST
+    if any(d < 0 and R.goodness(p, o.after[p]) < R.CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
+        penalties["critical_floor"] = R.P_CRITICAL_FLOOR
+    if o.cascade_worsened >= 3:
+        penalties["cascade_collapse"] = R.P_CASCADE_COLLAPSE
+    if o.stuffing:
+        penalties["keyword_stuffing"] = R.P_KEYWORD_STUFFING
+    if o.timeout and not o.success:
+        penalties["timeout"] = R.P_TIMEOUT
+    if o.failure:
+        penalties["failure"] = R.P_FAILURE
+    components.update({f"outcome.{k}": v for k, v in sub.items()})
+    return clip(weighted + sum(penalties.values())), components, penalties
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    moved=st.dictionaries(st.sampled_from(METRIC_PATHS), st.floats(-40, 40), max_size=8),
+    before=st.fixed_dictionaries({p: st.floats(0, 100) for p in METRIC_PATHS}),
+    spent=st.floats(0, 3), affordable=st.booleans(), claimed=st.floats(0, 50), plaus=st.floats(0, 1),
+    status=st.sampled_from(["none", "advanced", "completed", "closed", "unknown", "precondition", "wrong_type"]),
+    frac=st.floats(0, 1), value=st.floats(0, 1), mgain=st.floats(0, 2), best=st.floats(0.01, 1),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans(), st.booleans(), st.booleans()),
+    worsened=st.integers(0, 5), rscore=st.floats(0, 1), negative_cost=st.booleans(),
+)
+def test_task_reward_is_exactly_the_component_functions(moved, before, spent, affordable, claimed, plaus, status, frac,
+                                                         value, mgain, best, flags, worsened, rscore, negative_cost):
+    # task_reward is written as one pass for speed; it must agree bit for bit with the
+    # documented components (same arithmetic, same order of summation)
+    success, failure, timeout, replan, stuffing = flags
+    after = dict(before)
+    for p, d in moved.items():
+        after[p] = min(100.0, max(0.0, after[p] + d))
+    act = action(notes=("negative_cost:money",) if negative_cost else ())
+    kw = dict(action=act, before=before, after=after, budget_fraction_spent=spent, affordable=affordable,
+              claimed_gain=claimed, plausibility=plaus, route_status=status, route_fraction=frac, route_value=value,
+              milestone_gain=mgain, best_step_reward=best, success=success, failure=failure, timeout=timeout,
+              replan_applicable=replan, cascade_worsened=worsened, reasoning_score=rscore, stuffing=stuffing)
+    got = task_reward(StepOutcome(**kw))
+    total, components, penalties = reference_task_reward(StepOutcome(**kw))
+    assert got.total == total
+    assert got.components == components and list(got.components) == list(components)
+    assert got.penalties == penalties and list(got.penalties) == list(penalties)
+
+
 # --- reasoning coherence --------------------------------------------------------------
 
 ROUTE_WORDS = {"rebook_premium": frozenset({"rebook", "premium", "fare"}),

@@ -142,12 +142,18 @@ def _mutate(meta, how):
         st["step"] = -1
     elif how == "bool_step":
         st["step"] = True
+    elif how == "huge_int_metric":  # too large for a float
+        st["metrics"][5] = 10 ** 400
+    elif how == "none_metric":
+        st["metrics"][7] = None
+    elif how == "neg_inf_budget":
+        st["budget"][2] = float("-inf")
     return meta
 
 
 MALFORMED = ["no_state", "state_not_object", "short_metrics", "long_resources", "budget_not_list", "nan_metric",
              "inf_resource", "string_metric", "bool_metric", "unknown_event", "events_not_list", "world_not_object",
-             "negative_step", "bool_step"]
+             "negative_step", "bool_step", "huge_int_metric", "none_metric", "neg_inf_budget"]
 
 
 @pytest.mark.parametrize("how", MALFORMED)
@@ -189,3 +195,19 @@ def test_metadata_is_not_mutated_by_rebuild():
     state.world["goal_met"] = True
     state.route_progress.setdefault("x", []).append("rest")
     assert meta == frozen
+
+
+class _Float(float):
+    """A float subclass (numpy's float64 is one): accepted like a float."""
+
+
+def test_rebuild_accepts_int_and_float_subclass_numbers():
+    meta = _meta()
+    task = task_from_metadata(meta)
+    expected = rebuild_state(meta, task)
+    st = meta["state"]
+    st["metrics"] = [_Float(v) for v in st["metrics"]]
+    st["resources"] = [int(v) if float(v).is_integer() else v for v in st["resources"]]
+    got = rebuild_state(meta, task)
+    assert got.metrics == expected.metrics and got.resources == expected.resources
+    assert all(type(v) is float for v in list(got.metrics.values()) + list(got.resources.values()))

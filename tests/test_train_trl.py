@@ -66,6 +66,7 @@ def isolated(tmp_path, monkeypatch):
         store.close()
     T._EVAL_CACHE.clear()
     T._PROMPT_CACHE.clear()
+    T.close_generation_log()
 
 
 @functools.lru_cache(maxsize=None)
@@ -748,6 +749,48 @@ def test_format_reward_is_graded():
     assert full == 1.0 and fenced == full
     assert minimal_valid < trailing < full and full - trailing <= 0.25
     assert T.reward_format_fn([GARBAGE, complete, ""]) == [no_json, full, empty]
+
+
+def _format_variants(text: str) -> list[str]:
+    return [text, "```json\n" + text + "\n```", text + "\nHope this helps!", text[: len(text) // 2], "",
+            T.METADATA_OPEN + '{"v": 1}' + T.METADATA_CLOSE + text, text.replace('"route"', '"rout"', 1),
+            text.replace('"reasoning"', '"why"', 1), GARBAGE]
+
+
+@FUZZ
+@given(data=st.data())
+def test_format_reward_with_prompts_equals_the_text_only_score(data):
+    # with prompts, the format reward reuses the evaluation's parse; it must score exactly
+    # as the text-only path does, for every kind of completion and prompt
+    prompts = list(prompts10()) + ["a prompt without any metadata"]
+    prompt = data.draw(st.sampled_from(prompts))
+    base = policy_completion(prompt, heuristic) if isinstance(prompt, list) else policy_completion(prompts10()[0], lazy)
+    texts = _format_variants(base) + [data.draw(st.text(max_size=200))]
+    completions = [[{"role": "assistant", "content": t}] for t in texts]
+    batch_prompts = [prompt] * len(texts)
+    T._EVAL_CACHE.clear()
+    with_prompts = T.reward_format_fn(completions, prompts=batch_prompts)
+    assert with_prompts == T.reward_format_fn(completions)
+    assert with_prompts == T.reward_format_fn(texts, prompt=batch_prompts)  # TRL's other keyword
+    assert T.reward_format_fn(completions, prompts=batch_prompts[:-1]) == with_prompts  # mismatched lengths
+
+
+def test_generation_log_survives_deletion_and_follows_the_log_dir(isolated, tmp_path):
+    T.RUN_CONTEXT["log_interval"] = 1
+    pairs = _fresh_completions(6)
+    T.reward_task_success_fn([c for c, _ in pairs[:2]], prompts=[p for _, p in pairs[:2]])
+    path = isolated / "generations.jsonl"
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    path.unlink()  # e.g. a fresh run clearing its logs while this process keeps going
+    T.reward_task_success_fn([c for c, _ in pairs[2:4]], prompts=[p for _, p in pairs[2:4]])
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    other = tmp_path / "other-logs"
+    T.RUN_CONTEXT["log_dir"] = str(other)
+    T.reward_task_success_fn([c for c, _ in pairs[4:]], prompts=[p for _, p in pairs[4:]])
+    assert len((other / "generations.jsonl").read_text(encoding="utf-8").splitlines()) == 2
+    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
+    T.close_generation_log()
+    assert T._LOG_FILE["fh"] is None
 
 
 def test_reasoning_reward_punishes_keyword_stuffing():
