@@ -11,7 +11,10 @@ Measures, each as the median of --repeats runs:
   2. get_lifestack_evaluation on fresh (prompt, completion) pairs, in pairs/s (the
      per-prompt state cache warm, as in training where each prompt has a group);
   3. all six reward functions on one 64-completion GRPO batch (16 prompts x 4), in ms;
-  4. generate_dataset(500), in s.
+  4. generate_dataset(500), in s;
+  5. the phases of one evaluation, each timed alone in a tight loop over the same sample
+     (JSON metadata, task lookup, state rebuild, parse, restore, step), in µs. Tight loops
+     run hotter than the real mix, so these add up to less than figure 2's per-pair time.
 Targets (DESIGN.md §6): >= 15,000 evaluations/s, < 10 ms per 64-completion batch,
 generate_dataset(500) < 1 s.
 """
@@ -126,6 +129,39 @@ def main(argv=None) -> int:
             fn(prompts=batch_prompts, completions=batch_completions, trainer_state=None)
         batch_ms.append((time.perf_counter() - t) * 1e3)
 
+    # 5. the phases of one evaluation, each alone (a map for whoever optimises next)
+    def per_item_us(fn, items) -> float:
+        runs = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            for item in items:
+                fn(item)
+            runs.append((time.perf_counter() - t) / len(items) * 1e6)
+        return statistics.median(runs)
+
+    from lifestack.actions import parse_action
+
+    sample = range(len(texts))
+    loaded = [json.loads(metas[i % len(metas)]) for i in sample]
+    tasks = [task_from_metadata(m) for m in loaded]
+    states = [rebuild_state(m, t) for m, t in zip(loaded, tasks)]
+    actions = [parse_action(x)[0] for x in texts]
+
+    def restore_and_step(i):
+        env.restore(tasks[i], states[i], observe=False)
+        if actions[i] is not None:
+            env.step(actions[i])
+
+    restore_us = per_item_us(lambda i: env.restore(tasks[i], states[i], observe=False), sample)
+    phases = {
+        "json_loads_metadata": per_item_us(lambda i: json.loads(metas[i % len(metas)]), sample),
+        "task_from_metadata_warm": per_item_us(lambda i: task_from_metadata(loaded[i]), sample),
+        "rebuild_state": per_item_us(lambda i: rebuild_state(loaded[i], tasks[i]), sample),
+        "parse_action": per_item_us(parse_action, texts),
+        "restore_copy": restore_us,
+        "step_parsed": per_item_us(restore_and_step, sample) - restore_us,
+    }
+
     # 4. generate_dataset
     ds_s = []
     for r in range(max(2, repeats // 2)):
@@ -140,6 +176,7 @@ def main(argv=None) -> int:
         "evaluations_per_second_median": round(statistics.median(rates)),
         "six_rewards_64_batch_ms_median": round(statistics.median(batch_ms), 3),
         f"generate_dataset_{ds_size}_s_median": round(statistics.median(ds_s), 3),
+        "phases_us_median": {k: round(v, 2) for k, v in phases.items()},
         "repeats": repeats,
         "pairs": len(pairs),
         "setup_s": round(time.perf_counter() - t0, 1),
@@ -149,6 +186,7 @@ def main(argv=None) -> int:
     print(f"get_lifestack_evaluation, fresh pairs:           {figures['evaluations_per_second_median']:10d} /s (median; target >= 15000)")
     print(f"six reward functions, one 64-completion batch:   {figures['six_rewards_64_batch_ms_median']:10.2f} ms (median; target < 10)")
     print(f"generate_dataset({ds_size}):                        {figures[f'generate_dataset_{ds_size}_s_median']:10.3f} s (median; target < 1 at 500)")
+    print("phases, each timed alone (µs, medians): " + ", ".join(f"{k} {v:.1f}" for k, v in figures["phases_us_median"].items()))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0

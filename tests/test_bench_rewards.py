@@ -18,5 +18,10 @@ def test_quick_bench_reports_finite_figures(tmp_path, capsys):
     for key in ("state_rebuild_plus_step_us_median", "evaluations_per_second_median",
                 "six_rewards_64_batch_ms_median", "generate_dataset_50_s_median"):
         assert math.isfinite(figures[key]) and figures[key] > 0, key
+    phases = figures["phases_us_median"]
+    assert set(phases) == {"json_loads_metadata", "task_from_metadata_warm", "rebuild_state", "parse_action",
+                           "restore_copy", "step_parsed"}
+    assert all(math.isfinite(v) and v > 0 for v in phases.values()), phases
     printed = capsys.readouterr().out
     assert "get_lifestack_evaluation, fresh pairs" in printed and "64-completion batch" in printed
+    assert "phases, each timed alone" in printed
