@@ -702,7 +702,7 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
         return _fallback(f"evaluation error: {type(exc).__name__}: {exc}")
 
 
-_LOG_FILE: dict[str, Any] = {"path": None, "fh": None}
+_LOG_FILE: dict[str, Any] = {"path": None, "fh": None, "inode": None}
 
 
 def _generation_log(path: str):
@@ -710,20 +710,21 @@ def _generation_log(path: str):
     cost more than the rest of a logged evaluation)."""
     fh = _LOG_FILE["fh"]
     if fh is not None and _LOG_FILE["path"] == path and not fh.closed:
-        try:  # still the same file? (a fresh run deletes it; so may a user)
-            if os.stat(path).st_ino == os.fstat(fh.fileno()).st_ino:
+        try:  # still the same file? (a fresh run deletes it; so may a user). One syscall.
+            if os.stat(path).st_ino == _LOG_FILE["inode"]:
                 return fh
         except OSError:
             pass
     close_generation_log()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    _LOG_FILE.update(fh=open(path, "a", encoding="utf-8"), path=path)
-    return _LOG_FILE["fh"]
+    fh = open(path, "a", encoding="utf-8")
+    _LOG_FILE.update(fh=fh, path=path, inode=os.fstat(fh.fileno()).st_ino)
+    return fh
 
 
 def close_generation_log() -> None:
     fh = _LOG_FILE["fh"]
-    _LOG_FILE.update(fh=None, path=None)
+    _LOG_FILE.update(fh=None, path=None, inode=None)
     if fh is not None:
         try:
             fh.close()
