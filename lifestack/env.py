@@ -373,7 +373,7 @@ class LifeStackEnv:
 
         # 4. time passes; scheduled events fire
         s.step += 1
-        fired = self._fire_events(s, info) if s.step in index.events_by_step else []
+        fired = self._fire_events(s, info)
         # 5. milestones, success, failure, timeout. They read only the world and hidden
         # state, which only routes and events change: when neither did, nothing new can
         # hold (hot-path saving).
@@ -468,31 +468,26 @@ class LifeStackEnv:
 
         before = s.metrics
         after = dict(before)
-        good: dict[str, float] = {}
         big: dict[str, float] = {}
         for p, d in changes.items():
             if d >= CASCADE_TRIGGER or d <= -CASCADE_TRIGGER:
                 big[p] = d
-                continue
-            old = after[p]
-            v = old + d
-            v = METRIC_MIN if v < METRIC_MIN else METRIC_MAX if v > METRIC_MAX else v
-            after[p] = v
-            if v != old:
-                good[p] = -(v - old) if p in INVERTED_METRICS else v - old
-        worsened = 0
+            else:
+                v = after[p] + d
+                after[p] = METRIC_MIN if v < METRIC_MIN else METRIC_MAX if v > METRIC_MAX else v
+        worsened, spread = 0, {}
         if big:
             result = self.graph.cascade(after, big)
-            after = result.values
-            for p, d in result.spread.items():
+            after, spread = result.values, result.spread
+            for p, d in spread.items():
                 if (-d if p in INVERTED_METRICS else d) < -1.0:
                     worsened += 1
-            good = {}  # the cascade may move any metric: measure every one that moved
-            for group in (changes, result.spread):
-                for p in group:
-                    d = after[p] - before[p]
-                    if d:
-                        good[p] = -d if p in INVERTED_METRICS else d
+        good: dict[str, float] = {}
+        for group in (changes, spread):
+            for p in group:
+                d = after[p] - before[p]
+                if d:
+                    good[p] = -d if p in INVERTED_METRICS else d
         s.metrics = after
         return claimed_gain, plausibility, worsened, good
 

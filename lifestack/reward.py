@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Mapping, Sequence
 
 from .actions import LifeStackAction
-from .metrics import INVERTED_METRICS, METRIC_MAX, METRIC_PATHS, goodness
+from .metrics import METRIC_PATHS, goodness
 
 # --- component weights (renormalised over the components that apply to a step) ---------
 W_OUTCOME = 0.30  # local outcome: goodness gained, cascade contained, efficiency, relationships
@@ -119,20 +119,29 @@ def goodness_change(before: Mapping[str, float], after: Mapping[str, float], pat
 
 
 def local_outcome(o: StepOutcome) -> dict[str, float]:
-    """The four local-outcome sub-scores, each in [-1, 1]."""
-    changes = o.goodness_changes()  # only the metrics that moved; the rest changed by 0
-    gain = sum(changes.values())
+    """The four local-outcome sub-scores, each in [-1, 1].
+
+    One pass over the metrics that moved (the rest changed by 0): this runs once per
+    completion in training.
+    """
+    changes = o.goodness_changes()
     damaged = o.damaged_before()
+    gain, containment, rel_min = 0, 0, 0.0
+    for p, d in changes.items():
+        gain += d
+        if p in damaged:
+            c = d / 4.0
+            containment += -1.0 if c < -1.0 else 1.0 if c > 1.0 else c  # clip(d / 4)
+        if d < rel_min and p in RELATIONSHIP_METRICS:
+            rel_min = d
     gain_score = math.tanh(gain / GAIN_SCALE)
     if damaged:
-        containment = sum(clip(d / 4.0) for p, d in changes.items() if p in damaged) / len(damaged)
         # credit for touching damaged metrics at all: the mean is diluted by many of them
-        containment = clip(containment * min(3.0, len(damaged)))
+        containment = clip(containment / len(damaged) * min(3.0, len(damaged)))
     else:
         containment = gain_score
     expected = max(3.0, EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent)
     efficiency = clip(gain / expected)
-    rel_min = min([0.0] + [d for p, d in changes.items() if p in RELATIONSHIP_METRICS])
     relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
     return {"gain": gain_score, "containment": containment, "efficiency": efficiency, "relationships": relationships}
 
@@ -170,47 +179,18 @@ _WEIGHT_SUM_REPLAN = _WEIGHT_SUM + W_REPLAN
 
 
 def task_reward(o: StepOutcome) -> RewardResult:
-    """The task reward in [-1, 1] with every component and fired penalty named.
-
-    The same arithmetic as :func:`local_outcome`, :func:`outcome_score` and the score
-    functions above (the tests hold them equal), in one pass: it runs once per
-    completion in training.
-    """
-    changes = o.goodness_changes()
-    damaged = o.damaged_before()
-    after = o.after
-    gain, containment, rel_min, floor_hit = 0, 0, 0.0, False
-    for p, d in changes.items():
-        gain += d
-        if p in damaged:
-            c = d / 4.0
-            containment += -1.0 if c < -1.0 else 1.0 if c > 1.0 else c
-        if d < 0:
-            if d < rel_min and p in RELATIONSHIP_METRICS:
-                rel_min = d
-            if (METRIC_MAX - after[p] if p in INVERTED_METRICS else after[p]) < CRITICAL_GOODNESS:
-                floor_hit = True
-    gain_score = math.tanh(gain / GAIN_SCALE)
-    if damaged:
-        containment = clip(containment / len(damaged) * min(3.0, len(damaged)))
-    else:
-        containment = gain_score
-    expected = max(3.0, EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent)
-    efficiency = clip(gain / expected)
-    relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
-    outcome = (OUTCOME_MIX["gain"] * gain_score + OUTCOME_MIX["containment"] * containment
-               + OUTCOME_MIX["efficiency"] * efficiency + OUTCOME_MIX["relationships"] * relationships)
-
+    """The task reward in [-1, 1] with every component and fired penalty named."""
+    sub = local_outcome(o)
     status = o.route_status
     progressed = status == "advanced" or status == "completed"
-    milestone = milestone_score(o)
-    completion = completion_score(o)
-    weighted = W_OUTCOME * outcome + W_MILESTONE * milestone + W_COMPLETION * completion + W_REASONING * o.reasoning_score
-    components = {"outcome": outcome, "milestone": milestone, "completion": completion, "reasoning": o.reasoning_score}
+    components = {"outcome": outcome_score(sub), "milestone": milestone_score(o), "completion": completion_score(o),
+                  "reasoning": o.reasoning_score}
+    # the weighted mean over the components that apply, summed in component order
+    weighted = W_OUTCOME * components["outcome"] + W_MILESTONE * components["milestone"] \
+        + W_COMPLETION * components["completion"] + W_REASONING * components["reasoning"]
     if o.replan_applicable:
-        replanning = 1.0 if progressed else -1.0 if status in ("closed", "unknown", "precondition") else 0.0
-        components["replanning"] = replanning
-        weighted = (weighted + W_REPLAN * replanning) / _WEIGHT_SUM_REPLAN
+        components["replanning"] = replan_score(o)
+        weighted = (weighted + W_REPLAN * components["replanning"]) / _WEIGHT_SUM_REPLAN
     else:
         weighted = weighted / _WEIGHT_SUM
 
@@ -219,13 +199,13 @@ def task_reward(o: StepOutcome) -> RewardResult:
         penalties["unaffordable"] = P_UNAFFORDABLE
     if status in ("closed", "unknown", "precondition"):
         penalties["dead_end"] = P_DEAD_END
-    if not progressed and gain_score <= 0.05:
+    if not progressed and sub["gain"] <= 0.05:
         penalties["inaction"] = P_INACTION
     if o.claimed_gain > 0 and o.plausibility < 0.999:
         penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
     if o.action.notes and any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = P_NEGATIVE_COST
-    if floor_hit:
+    if any(d < 0 and goodness(p, o.after[p]) < CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
         penalties["critical_floor"] = P_CRITICAL_FLOOR
     if o.cascade_worsened >= 3:
         penalties["cascade_collapse"] = P_CASCADE_COLLAPSE
@@ -236,10 +216,7 @@ def task_reward(o: StepOutcome) -> RewardResult:
     if o.failure:
         penalties["failure"] = P_FAILURE
 
-    components["outcome.gain"] = gain_score
-    components["outcome.containment"] = containment
-    components["outcome.efficiency"] = efficiency
-    components["outcome.relationships"] = relationships
+    components.update({f"outcome.{k}": v for k, v in sub.items()})
     return RewardResult(clip(weighted + sum(penalties.values())), components, penalties)
 
 

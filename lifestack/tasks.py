@@ -119,8 +119,7 @@ def read_world(world: Mapping[str, Any], hidden: Mapping[str, Any], key: str) ->
 
 
 def condition_holds(world: Mapping[str, Any], hidden: Mapping[str, Any], key: str, expected: Any) -> bool:
-    # read_world, inlined: the step checks several conditions for every completion
-    actual = hidden.get(key[7:]) if key.startswith("hidden.") else world.get(key)
+    actual = read_world(world, hidden, key)
     if isinstance(expected, (bool, str)) or expected is None:
         return actual == expected
     if isinstance(actual, bool) or not isinstance(actual, (int, float)):

@@ -213,9 +213,26 @@ def test_task_reward_always_bounded(before, after, spent, affordable, claimed, p
         assert f"penalty.{k}" in bd
 
 
+def reference_local_outcome(o: StepOutcome) -> dict[str, float]:
+    """local_outcome written the slow, obvious way (a sum or min per sub-score)."""
+    changes = o.goodness_changes()
+    gain = sum(changes.values())
+    damaged = o.damaged_before()
+    gain_score = math.tanh(gain / R.GAIN_SCALE)
+    if damaged:
+        containment = sum(clip(d / 4.0) for p, d in changes.items() if p in damaged) / len(damaged)
+        containment = clip(containment * min(3.0, len(damaged)))
+    else:
+        containment = gain_score
+    efficiency = clip(gain / max(3.0, R.EFFICIENCY_POINTS_PER_BUDGET * o.budget_fraction_spent))
+    rel_min = min([0.0] + [d for p, d in changes.items() if p in R.RELATIONSHIP_METRICS])
+    relationships = 1.0 if rel_min >= 0 else clip(1.0 + rel_min / 5.0)
+    return {"gain": gain_score, "containment": containment, "efficiency": efficiency, "relationships": relationships}
+
+
 def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict[str, float]]:
-    """task_reward written the slow, obvious way from the public component functions."""
-    sub = local_outcome(o)
+    """task_reward written the slow, obvious way from the component definitions."""
+    sub = reference_local_outcome(o)
     components = {"outcome": R.outcome_score(sub), "milestone": milestone_score(o), "completion": completion_score(o),
                   "reasoning": o.reasoning_score}
     weights = {"outcome": R.W_OUTCOME, "milestone": R.W_MILESTONE, "completion": R.W_COMPLETION, "reasoning": R.W_REASONING}
@@ -260,8 +277,9 @@ def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict
 )
 def test_task_reward_is_exactly_the_component_functions(moved, before, spent, affordable, claimed, plaus, status, frac,
                                                          value, mgain, best, flags, worsened, rscore, negative_cost):
-    # task_reward is written as one pass for speed; it must agree bit for bit with the
-    # documented components (same arithmetic, same order of summation)
+    # local_outcome is one pass and task_reward sums its weights in a fixed order, for
+    # speed; both must agree bit for bit with the obvious formulas (same arithmetic, same
+    # order of summation)
     success, failure, timeout, replan, stuffing = flags
     after = dict(before)
     for p, d in moved.items():
@@ -272,6 +290,7 @@ def test_task_reward_is_exactly_the_component_functions(moved, before, spent, af
               milestone_gain=mgain, best_step_reward=best, success=success, failure=failure, timeout=timeout,
               replan_applicable=replan, cascade_worsened=worsened, reasoning_score=rscore, stuffing=stuffing)
     got = task_reward(StepOutcome(**kw))
+    assert local_outcome(StepOutcome(**kw)) == reference_local_outcome(StepOutcome(**kw))
     total, components, penalties = reference_task_reward(StepOutcome(**kw))
     assert got.total == total
     assert got.components == components and list(got.components) == list(components)
