@@ -146,8 +146,14 @@ def local_outcome(o: StepOutcome) -> dict[str, float]:
     return {"gain": gain_score, "containment": containment, "efficiency": efficiency, "relationships": relationships}
 
 
+assert tuple(OUTCOME_MIX) == ("gain", "containment", "efficiency", "relationships")  # outcome_score spells them out
+_MIX_GAIN, _MIX_CONTAINMENT, _MIX_EFFICIENCY, _MIX_RELATIONSHIPS = OUTCOME_MIX.values()
+
+
 def outcome_score(sub: Mapping[str, float]) -> float:
-    return sum(OUTCOME_MIX[k] * sub[k] for k in OUTCOME_MIX)
+    # the OUTCOME_MIX sum written out, in its order (this runs once per completion)
+    return 0.0 + _MIX_GAIN * sub["gain"] + _MIX_CONTAINMENT * sub["containment"] \
+        + _MIX_EFFICIENCY * sub["efficiency"] + _MIX_RELATIONSHIPS * sub["relationships"]
 
 
 def milestone_score(o: StepOutcome) -> float:
@@ -216,7 +222,10 @@ def task_reward(o: StepOutcome) -> RewardResult:
     if o.failure:
         penalties["failure"] = P_FAILURE
 
-    components.update({f"outcome.{k}": v for k, v in sub.items()})
+    components["outcome.gain"] = sub["gain"]
+    components["outcome.containment"] = sub["containment"]
+    components["outcome.efficiency"] = sub["efficiency"]
+    components["outcome.relationships"] = sub["relationships"]
     return RewardResult(clip(weighted + sum(penalties.values())), components, penalties)
 
 

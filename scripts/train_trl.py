@@ -17,6 +17,7 @@ rewards, curriculum, evaluation + plot, main.
 from __future__ import annotations
 
 import ast
+import itertools
 import json
 import math
 import os
@@ -24,7 +25,6 @@ import re
 import shutil
 import sys
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -575,8 +575,8 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = 
 # =====================================================================================
 # Evaluation + the six reward functions
 # =====================================================================================
-_PROMPT_CACHE: OrderedDict[str, Any] = OrderedDict()  # prompt text -> (task, state, meta) or error
-_EVAL_CACHE: OrderedDict[tuple[str, str], dict] = OrderedDict()  # (prompt, completion) -> evaluation
+_PROMPT_CACHE: dict[str, Any] = {}  # prompt text -> (task, state, meta) or error; insertion-ordered
+_EVAL_CACHE: dict[tuple[str, str], dict] = {}  # (prompt, completion) -> evaluation
 PROMPT_CACHE_SIZE = 4096
 EVAL_CACHE_SIZE = 8192  # six reward functions read one batch: a few hundred entries suffice
 _ENV = LifeStackEnv()
@@ -624,10 +624,13 @@ def _fallback(reason: str) -> dict[str, Any]:
     return {"reward": FALLBACK_REWARD, "breakdown": {"error": reason}, "action": None}
 
 
-def _cache_put(cache: OrderedDict, key: Any, value: Any, limit: int) -> None:
+def _cache_put(cache: dict, key: Any, value: Any, limit: int) -> None:
+    """First in, first out: past ``limit`` the oldest quarter goes in one sweep (cheaper
+    than one eviction per insert on this per-completion path)."""
     cache[key] = value
     if len(cache) > limit:
-        cache.popitem(last=False)
+        for old in list(itertools.islice(cache, len(cache) - limit * 3 // 4)):
+            del cache[old]
 
 
 def _prompt_context(text: str) -> tuple[Task, EpisodeState, dict] | str:
@@ -746,7 +749,7 @@ def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
         "reward": result["reward"], "breakdown": result["breakdown"],
     }
     try:
-        fh = _generation_log(str(Path(RUN_CONTEXT["log_dir"]) / "generations.jsonl"))
+        fh = _generation_log(os.path.join(RUN_CONTEXT["log_dir"], "generations.jsonl"))
         fh.write(json.dumps(line, default=str) + "\n")
         fh.flush()  # a line is whole on disk once written: a killed run leaves valid JSONL
     except OSError as exc:  # a full disk must not change a reward

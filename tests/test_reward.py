@@ -233,7 +233,7 @@ def reference_local_outcome(o: StepOutcome) -> dict[str, float]:
 def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict[str, float]]:
     """task_reward written the slow, obvious way from the component definitions."""
     sub = reference_local_outcome(o)
-    components = {"outcome": R.outcome_score(sub), "milestone": milestone_score(o), "completion": completion_score(o),
+    components = {"outcome": sum(R.OUTCOME_MIX[k] * sub[k] for k in R.OUTCOME_MIX), "milestone": milestone_score(o), "completion": completion_score(o),
                   "reasoning": o.reasoning_score}
     weights = {"outcome": R.W_OUTCOME, "milestone": R.W_MILESTONE, "completion": R.W_COMPLETION, "reasoning": R.W_REASONING}
     if o.replan_applicable:

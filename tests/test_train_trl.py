@@ -519,6 +519,16 @@ def test_evaluation_cache_returns_the_same_object():
     assert T.get_lifestack_evaluation(GARBAGE, prompt) is g
 
 
+def test_cache_put_stays_bounded_and_keeps_the_newest_entries():
+    cache: dict = {}
+    for i in range(1000):
+        T._cache_put(cache, i, str(i), 64)
+        assert len(cache) <= 64
+        assert cache[i] == str(i)  # the entry just put is always there
+    assert list(cache) == sorted(cache) and max(cache) == 999  # oldest out first, order kept
+    assert len(cache) >= 48  # evictions sweep a quarter at a time, never the whole cache
+
+
 def test_evaluations_do_not_leak_state_between_completions():
     prompt = prompts10()[2]
     task, state, _ = context(prompt)

@@ -1,0 +1,45 @@
+"""scripts/bench_instructions.py: instruction counts of the reward path under callgrind."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import bench_instructions
+
+
+def test_workload_evaluates_the_pairs_it_is_given(tmp_path, monkeypatch):
+    pairs = tmp_path / "pairs.json"
+    bench_instructions.write_pairs(pairs, 6, n_prompts=3)
+    data = json.loads(pairs.read_text())
+    assert len(data) == 6 and len({c for _, c in data}) == 6  # fresh: no two completions alike
+    import train_trl as T
+
+    monkeypatch.setitem(T.RUN_CONTEXT, "log_dir", str(tmp_path))  # restored afterwards
+    monkeypatch.setitem(T.RUN_CONTEXT, "evaluations", 0)
+    T._EVAL_CACHE.clear()
+    bench_instructions.workload(str(pairs), 6, str(tmp_path))
+    assert all((p, c) in T._EVAL_CACHE for p, c in data)
+    assert all(T._EVAL_CACHE[(p, c)]["action"] is not None for p, c in data)  # valid actions, scored
+
+
+def test_missing_valgrind_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setattr(bench_instructions.shutil, "which", lambda name: None)
+    assert bench_instructions.main(["--pairs", "5"]) == 2
+    assert "valgrind is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+def test_counts_instructions_per_evaluation(tmp_path, capsys):
+    out = tmp_path / "instr.json"
+    assert bench_instructions.main(["--pairs", "30", "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    # one evaluation is hundreds of thousands of instructions: far from 0, far from seconds
+    assert 50_000 < figures["instructions_per_evaluation"] < 5_000_000, figures
+    assert "instructions per evaluation" in capsys.readouterr().out
