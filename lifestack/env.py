@@ -20,14 +20,7 @@ from typing import Any, Mapping, NamedTuple
 from .actions import LifeStackAction, _with_notes, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
-from .metrics import (
-    INVERTED_METRICS,
-    METRIC_MAX,
-    METRIC_MIN,
-    METRIC_PATHS,
-    RESOURCE_NAMES,
-    default_metrics,
-)
+from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
 from .reward import (
     DAMAGED_BELOW,
     P_INVALID_ACTION,
@@ -298,7 +291,7 @@ class LifeStackEnv:
         m = s.metrics
         hurt = []  # (goodness, path) of the damaged metrics
         for p in METRIC_PATHS:
-            g = METRIC_MAX - m[p] if p in INVERTED_METRICS else m[p]
+            g = goodness(p, m[p])
             if g < DAMAGED_BELOW:
                 hurt.append((g, p))
         hurt.sort()
@@ -447,24 +440,21 @@ class LifeStackEnv:
         changes = dict(action.metric_changes)
         claimed_gain, plausibility = 0.0, 1.0
         for p, d in changes.items():
-            g = -d if p in INVERTED_METRICS else d
+            g = goodness_delta(p, d)
             if g > 0.0:
                 claimed_gain += g
         capacity = FREE_EFFECT + POINTS_PER_HOUR * paid_time + POINTS_PER_DOLLAR * paid_money + POINTS_PER_ENERGY * paid_energy
         if claimed_gain > capacity:
             plausibility = capacity / claimed_gain
             info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
-            changes = {p: d * plausibility if (-d if p in INVERTED_METRICS else d) > 0 else d for p, d in changes.items()}
+            changes = {p: d * plausibility if goodness_delta(p, d) > 0 else d for p, d in changes.items()}
         # paying costs the life too: money drains liquidity, hours free time, effort energy
-        d = -min(MAX_INTRINSIC, paid_money * LIQUIDITY_PER_DOLLAR)
-        if d:
-            changes["finances.liquidity"] = changes.get("finances.liquidity", 0.0) + d
-        d = -min(MAX_INTRINSIC, paid_time * FREE_HOURS_PER_HOUR)
-        if d:
-            changes["time.free_hours_per_week"] = changes.get("time.free_hours_per_week", 0.0) + d
-        d = -min(MAX_INTRINSIC, energy_cost * ENERGY_METRIC_PER_UNIT)
-        if d:
-            changes["physical_health.energy"] = changes.get("physical_health.energy", 0.0) + d
+        for path, drain in (("finances.liquidity", paid_money * LIQUIDITY_PER_DOLLAR),
+                            ("time.free_hours_per_week", paid_time * FREE_HOURS_PER_HOUR),
+                            ("physical_health.energy", energy_cost * ENERGY_METRIC_PER_UNIT)):
+            d = -min(MAX_INTRINSIC, drain)
+            if d:
+                changes[path] = changes.get(path, 0.0) + d
 
         before = s.metrics
         after = dict(before)
@@ -473,21 +463,20 @@ class LifeStackEnv:
             if d >= CASCADE_TRIGGER or d <= -CASCADE_TRIGGER:
                 big[p] = d
             else:
-                v = after[p] + d
-                after[p] = METRIC_MIN if v < METRIC_MIN else METRIC_MAX if v > METRIC_MAX else v
+                after[p] = clamp_metric(after[p] + d)
         worsened, spread = 0, {}
         if big:
             result = self.graph.cascade(after, big)
             after, spread = result.values, result.spread
             for p, d in spread.items():
-                if (-d if p in INVERTED_METRICS else d) < -1.0:
+                if goodness_delta(p, d) < -1.0:
                     worsened += 1
         good: dict[str, float] = {}
         for group in (changes, spread):
             for p in group:
                 d = after[p] - before[p]
                 if d:
-                    good[p] = -d if p in INVERTED_METRICS else d
+                    good[p] = goodness_delta(p, d)
         s.metrics = after
         return claimed_gain, plausibility, worsened, good
 

@@ -130,8 +130,7 @@ def local_outcome(o: StepOutcome) -> dict[str, float]:
     for p, d in changes.items():
         gain += d
         if p in damaged:
-            c = d / 4.0
-            containment += -1.0 if c < -1.0 else 1.0 if c > 1.0 else c  # clip(d / 4)
+            containment += clip(d / 4.0)
         if d < rel_min and p in RELATIONSHIP_METRICS:
             rel_min = d
     gain_score = math.tanh(gain / GAIN_SCALE)
@@ -304,7 +303,7 @@ def reasoning_coherence(
     ``damaged_vocab`` and ``other_route_words`` (the words of every route but the chosen
     one) are derived from ``damaged`` and ``route_words`` when not given.
     """
-    tokens = _WORD.findall(reasoning.lower())
+    tokens = words_of(reasoning)
     if not tokens:
         return 0.0, False
     distinct = set(tokens)
@@ -333,10 +332,8 @@ def reasoning_coherence(
     noise = distinct & noise_vocab
     precision = len(signal) / (len(signal) + len(noise)) if signal or noise else 0.0
     n = len(tokens)
-    short, long = n / MIN_REASONING_WORDS, MAX_REASONING_WORDS / n
-    length = (short if short < 1.0 else 1.0) * (long if long < 1.0 else 1.0)
-    repetition = (len(distinct) / n) / 0.4
-    repetition = repetition if repetition < 1.0 else 1.0
+    length = min(1.0, n / MIN_REASONING_WORDS) * min(1.0, MAX_REASONING_WORDS / n)
+    repetition = min(1.0, (len(distinct) / n) / 0.4)
     stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)
     score = coverage * (0.3 + 0.7 * precision) * length * repetition
     return clip(score, 0.0, 1.0), stuffing

@@ -139,7 +139,7 @@ def rebuild_state(meta: Mapping[str, Any], task: Task) -> EpisodeState:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError("metadata seed must be an int")
     st = meta.get("state")
-    if not isinstance(st, dict) and not isinstance(st, Mapping):
+    if not isinstance(st, Mapping):
         raise ValueError("metadata has no state")
     metrics = dict(zip(METRIC_PATHS, _numbers(st.get("metrics"), len(METRIC_PATHS), "state.metrics")))
     resources = dict(zip(RESOURCE_NAMES, _numbers(st.get("resources"), 3, "state.resources")))
