@@ -1,16 +1,20 @@
 """The action schema and the one parser every caller uses.
 
 A completion is untrusted text. :func:`parse_action` finds the first JSON object in it
-(code fences allowed), validates every field and returns ``(action, None)`` or
+that is an action (has ``action_type``), wherever it sits among prose, code fences or
+``<think>`` blocks, validates every field and returns ``(action, None)`` or
 ``(None, reason)``. It never raises. What it forgives is written down in
-``action.notes`` (trailing text, dropped unknown metrics, clamped deltas, negative costs
-zeroed, missing optional fields), so the format and plausibility rewards can grade it.
+``action.notes`` (trailing text, near-JSON repaired, duplicated or extra keys, casing
+normalised, numbers written as strings, dropped unknown metrics, clamped deltas, negative
+costs zeroed, missing optional fields), so the format and plausibility rewards can grade
+it. docs/rewards.md ("What the parser accepts") lists every rule.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -39,8 +43,8 @@ MAX_METRIC_DELTA = 20.0  # per-metric envelope for a claimed change (raw points)
 MAX_COST = {"time": 48.0, "money": 100_000.0, "energy": 100.0}  # sane ceilings
 MAX_REST_RECOVERY = 20.0  # rest may recover at most this much energy (negative cost)
 MAX_REASONING_CHARS = 2000
-MAX_FENCE_SCAN = 8  # at most this many '{' starts are tried (no quadratic scans)
-MAX_TEXT_CHARS = 200_000  # longer completions are judged on this prefix only
+MAX_TEXT_CHARS = 20_000  # the parser reads this prefix of a completion; every '{' in it is a candidate
+MAX_NOTES_PER_KIND = 4  # beyond this many extra keys / unknown metrics, one summary note
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +74,26 @@ class LifeStackAction:
         return json.dumps(self.to_dict())
 
 
+# The schema writes "route id or null"; a model that quotes the placeholder claims no route.
+ROUTE_PLACEHOLDERS = frozenset({"", "null", "none", "n/a", "na", "nil", "-", "no route", "<route id or null>"})
+# Near-JSON the parser repairs (with the note "near_json", which costs format score):
+# a trailing comma before } or ], and a leading + on a number.
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_PLUS_NUMBER = re.compile(r"([:\[,]\s*)\+(?=\.?[0-9])")
+
+
+class _DuplicateKeys(dict):
+    """A decoded JSON object in which some key appeared twice (the last value kept)."""
+
+
+def _pairs_hook(pairs: list) -> dict:
+    obj = dict(pairs)
+    return obj if len(obj) == len(pairs) else _DuplicateKeys(obj)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_pairs_hook)  # stateless; built once
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -87,67 +111,139 @@ def _finite(value: Any, what: str) -> tuple[float, str | None]:
     return value, None
 
 
-_DECODER = json.JSONDecoder()  # stateless; built once (its constructor is not free)
+def _number(value: Any, what: str, notes: list[str]) -> tuple[float, str | None]:
+    """A finite float from a JSON number, or from a string that holds one (noted)."""
+    if isinstance(value, str):
+        try:
+            parsed = float(value.strip())
+        except ValueError:
+            return 0.0, f"{what} is not a number"
+        if not math.isfinite(parsed):
+            return 0.0, f"{what} is not finite"
+        notes.append(f"string_number:{what}")
+        return parsed, None
+    return _finite(value, what)
 
 
-def find_json_object(text: str) -> tuple[Any, str | None, str]:
-    """Decode the first JSON object in ``text``.
+def _scan(text: str) -> tuple[Any, str | None, int, Any]:
+    """Try every '{' in ``text``: ``(action object, error, end, first other object)``.
 
-    Returns ``(obj, error, trailing)``: ``trailing`` is the non-blank text after the
-    object once a closing code fence is removed.
+    The action object is the first decoded JSON object with an ``action_type`` key; the
+    first decoded object without one is returned too (the format reward grades it).
     """
     decoder = _DECODER
     start = text.find("{")
-    tries = 0
+    first_other: Any = None
     last_error = "no JSON object found"
-    while start != -1 and tries < MAX_FENCE_SCAN:
-        tries += 1
+    while start != -1:
         try:
             obj, end = decoder.raw_decode(text, start)
         except RecursionError:
-            return None, "JSON nested too deeply", ""
+            last_error = "JSON nested too deeply"
         except ValueError as exc:
             last_error = f"invalid JSON: {getattr(exc, 'msg', str(exc))}"
-            start = text.find("{", start + 1)
-            continue
-        trailing = text[end:].strip()
-        if trailing.startswith("```"):
-            trailing = trailing[3:].strip()
-        return obj, None, trailing
-    return None, last_error, ""
+        else:
+            if "action_type" in obj:  # raw_decode at a '{' only ever returns an object
+                return obj, None, end, first_other
+            if first_other is None:
+                first_other = obj
+        start = text.find("{", start + 1)
+    return None, last_error, 0, first_other
+
+
+def _trailing(text: str, end: int) -> str:
+    trailing = text[end:].strip()
+    if trailing.startswith("```"):
+        trailing = trailing[3:].strip()
+    return trailing
+
+
+def find_json_object(text: str) -> tuple[Any, str | None, str]:
+    """Decode the JSON object in ``text`` that is an action.
+
+    Every '{' in the first ``MAX_TEXT_CHARS`` characters is a candidate, so prose,
+    ``<think>`` blocks and small objects before the answer do not hide it. The first
+    object with an ``action_type`` key wins; failing that, the same scan runs on the
+    near-JSON repair of the text (trailing commas, ``+5``), and the object comes back
+    with ``"__near_json__": True``. With no action at all, the first other object is
+    returned (it is not an action; the caller rejects it). Returns ``(obj, error,
+    trailing)``: ``trailing`` is the non-blank text after the object once a closing code
+    fence is removed.
+    """
+    text = text[:MAX_TEXT_CHARS]
+    obj, error, end, other = _scan(text)
+    if obj is not None:
+        return obj, None, _trailing(text, end)
+    repaired = _PLUS_NUMBER.sub(r"\1", _TRAILING_COMMA.sub(r"\1", text))
+    if repaired != text:
+        fixed, _, end, _ = _scan(repaired)
+        if fixed is not None:
+            fixed = type(fixed)(fixed)
+            fixed["__near_json__"] = True
+            return fixed, None, _trailing(repaired, end)
+    if other is not None:
+        return other, None, ""
+    return None, error, ""
+
+
+def _capped_note(notes: list[str], counts: dict[str, int], kind: str, detail: str) -> None:
+    """Note ``kind:detail``, at most MAX_NOTES_PER_KIND times per kind (then ``kind:+more``)."""
+    n = counts.get(kind, 0) + 1
+    counts[kind] = n
+    if n <= MAX_NOTES_PER_KIND:
+        notes.append(f"{kind}:{detail}")
+    elif n == MAX_NOTES_PER_KIND + 1:
+        notes.append(f"{kind}:+more")
 
 
 def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str | None]:
     notes: list[str] = []
+    counts: dict[str, int] = {}
+    if obj.get("__near_json__") is True:
+        notes.append("near_json")
+    if type(obj) is _DuplicateKeys:
+        notes.append("duplicate_key")
+    for key in obj:
+        if key not in ACTION_FIELDS and key != "__near_json__":
+            _capped_note(notes, counts, "extra_key", str(key)[:20])
     action_type = obj.get("action_type")
     if not isinstance(action_type, str):
         return None, "missing or non-string action_type"
-    action_type = action_type.strip().lower()
-    if action_type not in ACTION_TYPES:
-        return None, f"unknown action_type {action_type[:40]!r}; expected one of {', '.join(ACTION_TYPES)}"
+    clean = action_type.strip().lower()
+    if clean not in ACTION_TYPES:
+        return None, f"unknown action_type {clean[:40]!r}; expected one of {', '.join(ACTION_TYPES)}"
+    if clean != action_type:
+        notes.append("normalized:action_type")
+    action_type = clean
     target = obj.get("target_domain")
     if not isinstance(target, str) or target.strip().lower() not in DOMAIN_NAMES:
         return None, f"target_domain must be one of {', '.join(DOMAIN_NAMES)}"
+    if target.strip().lower() != target:
+        notes.append("normalized:target_domain")
     target = target.strip().lower()
 
     route = obj.get("route")
     if route is not None and not isinstance(route, str):
         return None, "route must be a string or null"
     if isinstance(route, str):
-        route = route.strip()[:80] or None
+        route = route.strip()[:80]
+        if route.lower() in ROUTE_PLACEHOLDERS:
+            route = None  # the schema's own placeholder: no route claimed
 
     changes_in = obj.get("metric_changes", {})
     if changes_in is None:
         changes_in = {}
     if not isinstance(changes_in, dict):
         return None, "metric_changes must be an object"
+    if type(changes_in) is _DuplicateKeys and "duplicate_key" not in notes:
+        notes.append("duplicate_key")
     changes: dict[str, float] = {}
     for path, delta in changes_in.items():
         if path not in METRIC_INDEX:
-            notes.append(f"dropped_unknown_metric:{str(path)[:40]}")
+            _capped_note(notes, counts, "dropped_unknown_metric", str(path)[:40])
             continue
         if type(delta) is not float or delta - delta != 0.0:  # fast path: a finite float
-            delta, error = _finite(delta, f"metric_changes[{path}]")
+            delta, error = _number(delta, f"metric_changes[{path}]", notes)
             if error:
                 return None, error
         if abs(delta) > MAX_METRIC_DELTA:
@@ -161,13 +257,15 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
         cost_in = {}
     if not isinstance(cost_in, dict):
         return None, "resource_cost must be an object"
+    if type(cost_in) is _DuplicateKeys and "duplicate_key" not in notes:
+        notes.append("duplicate_key")
     cost = dict.fromkeys(RESOURCE_NAMES, 0.0)
     for key, value in cost_in.items():
         if key not in cost:
-            notes.append(f"ignored_cost:{str(key)[:20]}")
+            _capped_note(notes, counts, "ignored_cost", str(key)[:20])
             continue
         if type(value) is not float or value - value != 0.0:
-            value, error = _finite(value, f"resource_cost[{key}]")
+            value, error = _number(value, f"resource_cost[{key}]", notes)
             if error:
                 return None, error
         if value < 0:
@@ -183,7 +281,10 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
     if not isinstance(reasoning, str):
         notes.append("non_string_reasoning")
         reasoning = ""
-    reasoning = reasoning.strip()[:MAX_REASONING_CHARS]
+    reasoning = reasoning.strip()
+    if len(reasoning) > MAX_REASONING_CHARS:
+        notes.append("truncated_reasoning")
+        reasoning = reasoning[:MAX_REASONING_CHARS]
 
     for name in OPTIONAL_FIELDS:
         if name not in obj:
@@ -193,7 +294,7 @@ def _parse_fields(obj: Mapping[str, Any]) -> tuple[LifeStackAction | None, str |
     return action, None
 
 
-def _with_notes(action: LifeStackAction, notes: tuple[str, ...]) -> LifeStackAction:
+def with_notes(action: LifeStackAction, notes: tuple[str, ...]) -> LifeStackAction:
     """A copy of a parsed action with other notes (it stays validated)."""
     out = LifeStackAction(action.action_type, action.target_domain, action.route, action.metric_changes,
                           action.resource_cost, action.reasoning, notes)
@@ -214,16 +315,16 @@ def parse_action(text: Any) -> tuple[LifeStackAction | None, str | None]:
                 return None, "completion is not text"
             if not text.strip():
                 return None, "empty completion"
-            obj, error, trailing = find_json_object(text[:MAX_TEXT_CHARS])
+            obj, error, trailing = find_json_object(text)
             if error is not None:
                 return None, error
-            if not isinstance(obj, dict):
-                return None, "JSON value is not an object"
+            if "action_type" not in obj:
+                return None, "no JSON object with an action_type"
         action, error = _parse_fields(obj)
         if action is None:
             return None, error
         if trailing:
-            action = _with_notes(action, action.notes + ("trailing_text",))
+            action = with_notes(action, action.notes + ("trailing_text",))
         return action, None
     except Exception as exc:  # untrusted input: report, never raise
         return None, f"unparseable completion ({type(exc).__name__})"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, NamedTuple
 
-from .actions import LifeStackAction, _with_notes, parse_action
+from .actions import LifeStackAction, with_notes, parse_action
 from .conflicts import ConflictEvent
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
@@ -54,7 +54,7 @@ FREE_HOURS_PER_HOUR = 0.5
 ENERGY_METRIC_PER_UNIT = 0.2
 MAX_INTRINSIC = 12.0  # cap on any one intrinsic cost, in raw points
 REST_ENERGY_PER_HOUR = 5.0  # rest recovers at most this much energy per hour rested
-CASCADE_TRIGGER = 6.0  # applied changes at least this large spread through the graph
+CASCADE_TRIGGER = 6.0  # the part of an applied change beyond this many points spreads through the graph
 SNAPSHOT_VERSION = 1
 
 
@@ -338,7 +338,7 @@ class LifeStackEnv:
                 # A rejected action changes nothing, not even the step counter.
                 return self._observation(P_INVALID_ACTION, {"error": reason, "total": P_INVALID_ACTION},
                                          [f"action rejected: {reason}"], [])
-            action = parsed if not notes else _with_notes(parsed, notes + parsed.notes)
+            action = parsed if not notes else with_notes(parsed, notes + parsed.notes)
         if s.done:
             return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
 
@@ -358,11 +358,14 @@ class LifeStackEnv:
             spent_fraction, energy_cost = self._pay(s, cost)
             if action.route:
                 route_status, route_fraction, route_value = self._advance_route(s, action, info)
-            claimed_gain, plausibility, cascade_worsened, good_changes = self._apply_changes(s, action, energy_cost, info)
+            claimed_gain, plausibility, cascade_harm, good_changes = self._apply_changes(s, action, energy_cost, info)
+            overspend = 0.0
         else:
             short = [k for k in RESOURCE_NAMES if cost[k] > res[k] + 1e-9]
+            # how far over: the largest overshoot as a share of that resource's starting budget
+            overspend = max((cost[k] - res[k]) / max(s.budget[k], 1.0) for k in short)
             info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
-            spent_fraction, claimed_gain, plausibility, cascade_worsened, good_changes = 0.0, 0.0, 1.0, 0, {}
+            spent_fraction, claimed_gain, plausibility, cascade_harm, good_changes = 0.0, 0.0, 1.0, 0.0, {}
 
         # 4. time passes; scheduled events fire
         s.step += 1
@@ -399,7 +402,7 @@ class LifeStackEnv:
             route_status=route_status, route_fraction=route_fraction, route_value=route_value,
             milestone_gain=milestone_gain, best_step_reward=ctx.best_step_reward,
             success=success, failure=failure, timeout=timeout,
-            replan_applicable=bool(ctx.event_words), cascade_worsened=cascade_worsened,
+            replan_applicable=bool(ctx.event_words), cascade_harm=cascade_harm, overspend=overspend,
             reasoning_score=r_score, stuffing=stuffing, changes=good_changes, damaged=ctx.damaged,
         )
         result = task_reward(outcome)
@@ -431,7 +434,7 @@ class LifeStackEnv:
         """Apply the action's metric changes, scaled down to what was paid for, plus the
         intrinsic cost of paying; big changes cascade through the graph.
 
-        Returns ``(claimed gain, plausibility, metrics the cascade worsened, goodness
+        Returns ``(claimed gain, plausibility, goodness the cascade took from other metrics, goodness
         changes of the metrics that moved)``; the goodness changes keep a fixed order
         (the reward sums them).
         """
@@ -458,19 +461,26 @@ class LifeStackEnv:
 
         before = s.metrics
         after = dict(before)
-        big: dict[str, float] = {}
+        sources: dict[str, float] = {}
         for p, d in changes.items():
-            if d >= CASCADE_TRIGGER or d <= -CASCADE_TRIGGER:
-                big[p] = d
+            new = clamp_metric(after[p] + d)
+            applied = new - after[p]
+            after[p] = new
+            # Only the part of a change beyond the trigger spreads: a change of 6.01 spreads
+            # 0.01, not 6.01 (a cut-off would make -6.00 and -5.99 different actions).
+            if applied >= CASCADE_TRIGGER:
+                sources[p] = applied - CASCADE_TRIGGER
+            elif applied <= -CASCADE_TRIGGER:
+                sources[p] = applied + CASCADE_TRIGGER
             else:
-                after[p] = clamp_metric(after[p] + d)
-        worsened, spread = 0, {}
-        if big:
-            result = self.graph.cascade(after, big)
-            after, spread = result.values, result.spread
+                sources[p] = 0.0
+        harm, spread = 0.0, {}
+        if any(sources.values()):
+            spread = self.graph.spread_from(after, sources)
             for p, d in spread.items():
-                if goodness_delta(p, d) < -1.0:
-                    worsened += 1
+                g = goodness_delta(p, d)
+                if g < 0.0:
+                    harm -= g
         good: dict[str, float] = {}
         for group in (changes, spread):
             for p in group:
@@ -478,7 +488,7 @@ class LifeStackEnv:
                 if d:
                     good[p] = goodness_delta(p, d)
         s.metrics = after
-        return claimed_gain, plausibility, worsened, good
+        return claimed_gain, plausibility, harm, good
 
     def _advance_route(self, s: EpisodeState, action: LifeStackAction, info: list[str]) -> tuple[str, float, float]:
         if not action.route:

@@ -97,7 +97,12 @@ _FIELDS = (
     "domains_worsened",
     "notes",
     "submitted_at",
+    "pressured_domain",
+    "difficulty",
 )
+#: A record that names a difficulty applies in full there, at this weight one level away,
+#: and not at all further away.
+NEIGHBOUR_DIFFICULTY_WEIGHT = 0.5
 
 
 class FeedbackStoreError(RuntimeError):
@@ -153,6 +158,10 @@ class OutcomeFeedback:
     (``"flight_crisis"``). ``overall_effectiveness`` is 0 (made things worse / useless)
     to 10 (worked perfectly); 5 is neutral. ``submitted_at`` is normalised to ISO-8601 UTC
     (``...Z``); empty means "not yet stamped" and :meth:`FeedbackStore.add` fills in now.
+    ``pressured_domain`` (the domain in the worst shape when the action was taken) and
+    ``difficulty`` (1-5) say when the outcome applies; empty / 0 means "not recorded". A
+    record whose situation is a task family (``flight_crisis``) is only used where its
+    pressured domain matches: a family alone says too little about the situation.
     """
 
     episode_id: str
@@ -164,6 +173,8 @@ class OutcomeFeedback:
     domains_worsened: tuple[str, ...] = ()
     notes: str = ""
     submitted_at: str = ""
+    pressured_domain: str = ""
+    difficulty: int = 0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -192,6 +203,17 @@ class OutcomeFeedback:
                 f"[{MIN_EFFECTIVENESS:g}, {MAX_EFFECTIVENESS:g}], got {eff!r}"
             )
         set_(self, "overall_effectiveness", eff)
+        if not isinstance(self.pressured_domain, str):
+            raise ValueError(f"pressured_domain: must be a string, got {self.pressured_domain!r}")
+        set_(self, "pressured_domain", self.pressured_domain.strip())
+        if self.pressured_domain and self.pressured_domain not in DOMAIN_NAMES:
+            raise ValueError(
+                f"pressured_domain: unknown domain {self.pressured_domain!r} "
+                f"(expected one of {', '.join(DOMAIN_NAMES)}, or empty)"
+            )
+        d = self.difficulty
+        if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= 5:
+            raise ValueError(f"difficulty: must be an integer 1-5 (0: not recorded), got {d!r}")
         set_(self, "domains_improved", _check_domains("domains_improved", self.domains_improved))
         set_(self, "domains_worsened", _check_domains("domains_worsened", self.domains_worsened))
         if not isinstance(self.notes, str):
@@ -220,6 +242,8 @@ class OutcomeFeedback:
             "domains_worsened": list(self.domains_worsened),
             "notes": self.notes,
             "submitted_at": self.submitted_at,
+            "pressured_domain": self.pressured_domain,
+            "difficulty": self.difficulty,
         }
 
     @classmethod
@@ -241,6 +265,10 @@ class OutcomeFeedback:
             kwargs["notes"] = ""
         if kwargs.get("submitted_at") is None:
             kwargs["submitted_at"] = ""
+        if kwargs.get("pressured_domain") is None:
+            kwargs["pressured_domain"] = ""
+        if kwargs.get("difficulty") is None:
+            kwargs["difficulty"] = 0
         return cls(**kwargs)
 
     def with_timestamp(self) -> "OutcomeFeedback":
@@ -296,10 +324,16 @@ def _migrate_to_v1(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX feedback_recent ON feedback (submitted_epoch DESC, id DESC)")
 
 
+def _migrate_to_v2(conn: sqlite3.Connection) -> None:
+    # when an outcome applies: the domain under pressure and the difficulty (2026-12-04)
+    conn.execute("ALTER TABLE feedback ADD COLUMN pressured_domain TEXT NOT NULL DEFAULT ''")
+    conn.execute("ALTER TABLE feedback ADD COLUMN difficulty INTEGER NOT NULL DEFAULT 0")
+
+
 #: ``MIGRATIONS[v]`` upgrades a database at version ``v - 1`` to version ``v``. To change
-#: the schema, append ``2: _migrate_to_v2`` and bump :data:`SCHEMA_VERSION`; each step runs
-#: inside the same transaction as the ``user_version`` bump.
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_v1}
+#: the schema, append ``N: _migrate_to_vN``; each step runs inside the same transaction as
+#: the ``user_version`` bump.
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_v1, 2: _migrate_to_v2}
 SCHEMA_VERSION = max(MIGRATIONS)
 
 
@@ -330,14 +364,15 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> tuple[int
 _INSERT_SQL = (
     "INSERT INTO feedback (episode_id, situation, action_type, target_domain, "
     "overall_effectiveness, domains_improved, domains_worsened, notes, submitted_at, "
-    "submitted_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "submitted_epoch, pressured_domain, difficulty) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_COLS = (
     "id, episode_id, situation, action_type, target_domain, overall_effectiveness, "
-    "domains_improved, domains_worsened, notes, submitted_at"
+    "domains_improved, domains_worsened, notes, submitted_at, pressured_domain, difficulty"
 )
 
-_ScoreEntry = tuple[float, dict[str, float]]
+# (situation, action_type) -> [(pressured_domain, difficulty, target_domain, (eff - 5) / 5)]
+_ScoreEntry = list[tuple[str, int, str, float]]
 
 
 def _row_params(fb: OutcomeFeedback) -> tuple[Any, ...]:
@@ -353,6 +388,8 @@ def _row_params(fb: OutcomeFeedback) -> tuple[Any, ...]:
         fb.notes,
         fb.submitted_at,
         _parse_timestamp(fb.submitted_at).timestamp(),
+        fb.pressured_domain,
+        fb.difficulty,
     )
 
 
@@ -583,13 +620,12 @@ class FeedbackStore:
             rows = self._db(
                 "read",
                 lambda conn: conn.execute(
-                    "SELECT id, situation, action_type, target_domain, overall_effectiveness "
-                    "FROM feedback"
+                    "SELECT id, situation, action_type, target_domain, overall_effectiveness, "
+                    "pressured_domain, difficulty FROM feedback"
                 ).fetchall(),
             )
-            # (situation, action_type) -> [total count, total sum, {target: [count, sum]}]
-            acc: dict[tuple[str, str], list[Any]] = {}
-            for rowid, situation, action_type, target, eff in rows:
+            index: dict[tuple[str, str], _ScoreEntry] = {}
+            for rowid, situation, action_type, target, eff, pressured, difficulty in rows:
                 if (
                     not isinstance(eff, (int, float))
                     or not math.isfinite(eff)
@@ -597,44 +633,48 @@ class FeedbackStore:
                 ):
                     raise self._error(f"row {rowid} has an invalid overall_effectiveness {eff!r}")
                 x = (float(eff) - NEUTRAL_EFFECTIVENESS) / (MAX_EFFECTIVENESS - NEUTRAL_EFFECTIVENESS)
-                entry = acc.setdefault((situation, action_type), [0, 0.0, {}])
-                entry[0] += 1
-                entry[1] += x
-                per = entry[2].setdefault(target, [0, 0.0])
-                per[0] += 1
-                per[1] += x
-            index: dict[tuple[str, str], _ScoreEntry] = {}
-            for key, (n_all, s_all, per_target) in acc.items():
-                # Every record counts OTHER_DOMAIN_WEIGHT; a matching one gets the rest on top.
-                extra = MATCHING_DOMAIN_WEIGHT - OTHER_DOMAIN_WEIGHT
-                base_w, base_s = OTHER_DOMAIN_WEIGHT * n_all, OTHER_DOMAIN_WEIGHT * s_all
-                by_target = {
-                    target: _shrunk(base_s + extra * s, base_w + extra * n)
-                    for target, (n, s) in per_target.items()
-                }
-                index[key] = (_shrunk(base_s, base_w), by_target)
+                index.setdefault((situation, action_type), []).append(
+                    (pressured or "", int(difficulty or 0), target, x))
             self._index = index
             return index
 
-    def score(self, situation: str, action_type: str, target_domain: str) -> float | None:
-        """Agreement of an action with recorded outcomes, in [-1, 1]; ``None`` if no record
-        has this ``situation`` and ``action_type``.
+    def score(self, situation: str, action_type: str, target_domain: str, *,
+              pressured_domain: str = "", difficulty: int = 0, family: str = "") -> float | None:
+        """Agreement of an action with the recorded outcomes of its situation, in [-1, 1];
+        ``None`` when no record applies.
 
-        Over those records, the weighted mean of ``(effectiveness - 5) / 5`` (weight 1.0
-        when ``target_domain`` matches, 0.5 otherwise) times ``n / (n + 2)``, ``n`` being
-        the total weight, so a single record cannot give a full +-1. The first call loads
-        the table into memory; later calls are dict lookups (no SQL).
+        A record applies when its ``situation`` is ``situation`` (a conflict id), or is
+        ``family`` (the task family) *and* it names the same ``pressured_domain``. A record
+        that names another pressured domain than the query does not apply; one that names
+        a difficulty applies in full there, at NEIGHBOUR_DIFFICULTY_WEIGHT one level away,
+        not at all further. Over the records that apply and share ``action_type``: the
+        weighted mean of ``(effectiveness - 5) / 5`` (weight x 1.0 when ``target_domain``
+        matches, x 0.5 otherwise) times ``w / (w + 2)``, ``w`` the total weight, so a
+        single record cannot give a full +-1. The table is loaded on the first call.
         """
         index = self._index
         if index is None:
             index = self._build_index()
         try:
-            entry = index.get((situation, action_type))
-            if entry is None:
-                return None
-            return entry[1].get(target_domain, entry[0])
+            total_w, total = 0.0, 0.0
+            for key, needs_pressure in ((situation, False), (family, True)):
+                if not key or (needs_pressure and not pressured_domain):
+                    continue
+                for pressured, rec_difficulty, target, x in index.get((key, action_type), ()):
+                    if pressured != pressured_domain and (needs_pressure or (pressured and pressured_domain)):
+                        continue  # recorded under another pressure
+                    w = 1.0
+                    if rec_difficulty and difficulty:
+                        gap = abs(rec_difficulty - difficulty)
+                        w = 1.0 if gap == 0 else NEIGHBOUR_DIFFICULTY_WEIGHT if gap == 1 else 0.0
+                    w *= MATCHING_DOMAIN_WEIGHT if target == target_domain else OTHER_DOMAIN_WEIGHT
+                    total_w += w
+                    total += w * x
         except TypeError:  # unhashable garbage from an untrusted completion
             return None
+        if total_w <= 0.0:
+            return None
+        return _shrunk(total, total_w)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -705,6 +745,8 @@ def _build_parser() -> argparse.ArgumentParser:
     add.add_argument("--improved", type=_domain_list, default=[], help="comma-separated domains")
     add.add_argument("--worsened", type=_domain_list, default=[], help="comma-separated domains")
     add.add_argument("--notes", default="")
+    add.add_argument("--pressured-domain", default="", help="domain in the worst shape at the time (optional)")
+    add.add_argument("--difficulty", type=int, default=0, help="1-5 (optional; 0: not recorded)")
     add.add_argument("--episode-id", default=None, help="default: a random uuid4 hex")
     add.add_argument("--submitted-at", default="", help="ISO-8601 time (default: now, UTC)")
 
@@ -729,6 +771,8 @@ def _format_line(fb: OutcomeFeedback) -> str:
     ]
     if changes:
         parts.append(changes)
+    if fb.pressured_domain or fb.difficulty:
+        parts.append(f"(pressure {fb.pressured_domain or '-'}, d{fb.difficulty or '-'})")
     parts.append(f"[{fb.episode_id}]")
     if fb.notes:
         parts.append(" ".join(fb.notes.split()))
@@ -758,6 +802,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     domains_worsened=tuple(args.worsened),
                     notes=args.notes,
                     submitted_at=args.submitted_at,
+                    pressured_domain=args.pressured_domain,
+                    difficulty=args.difficulty,
                 )
                 store.add(fb)
                 print(f"recorded {fb.episode_id} in {store.path}")

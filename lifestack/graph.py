@@ -113,8 +113,28 @@ class DependencyGraph:
             if applied:
                 frontier.append((path, applied))
 
+        spread = self._propagate(values, frontier, primary, soft=False)
+        return CascadeResult(values, primary, spread)
+
+    def spread_from(self, metrics: Mapping[str, float], sources: Mapping[str, float]) -> dict[str, float]:
+        """Spread ``sources`` (raw deltas already applied to their metrics) through the graph.
+
+        The continuous cascade an action's changes use: every impact loses the threshold
+        instead of being dropped below it, and no cap on the metrics reached, so the
+        result moves continuously with the source deltas (a cap or a cut-off would let a
+        hair's change of one delta switch a whole metric's impact on or off). ``metrics``
+        (a dict) is updated in place; returns the raw deltas applied to metrics reached
+        only by the cascade (the sources themselves are never changed).
+        """
+        frontier = [(p, d) for p, d in sources.items() if d]
+        return self._propagate(metrics, frontier, sources, soft=True)
+
+    def _propagate(self, values: dict[str, float], frontier: list[tuple[str, float]],
+                   primary: Mapping[str, float], soft: bool) -> dict[str, float]:
+        """Breadth-first spread of ``frontier`` over ``values`` (in place); the deltas spread."""
         spread: dict[str, float] = {}
         adjacency = self._adjacency  # type: ignore[attr-defined]
+        threshold, cap = self.threshold, None if soft else self.max_affected
         for _hop in range(MAX_HOPS):
             if not frontier:
                 break
@@ -122,9 +142,15 @@ class DependencyGraph:
             for src, delta in frontier:
                 for dst, weight in adjacency.get(src, ()):
                     impact = delta * weight * self.dampening
-                    if abs(impact) < self.threshold or dst in primary:
+                    if dst in primary:
                         continue
-                    if dst not in spread and len(spread) >= self.max_affected:
+                    if abs(impact) < threshold:
+                        continue
+                    if soft:
+                        impact = math.copysign(abs(impact) - threshold, impact)
+                        if not impact:
+                            continue
+                    elif dst not in spread and len(spread) >= cap:
                         continue
                     old = values[dst]
                     new = clamp_metric(old + impact)
@@ -136,7 +162,7 @@ class DependencyGraph:
                     if applied:
                         next_frontier.append((dst, applied))
             frontier = next_frontier
-        return CascadeResult(values, primary, spread)
+        return spread
 
 
 DEFAULT_GRAPH = DependencyGraph()

@@ -139,3 +139,14 @@ def default_metrics() -> dict[str, float]:
 
 def canonical_order(paths: Iterable[str]) -> list[str]:
     return sorted(paths, key=METRIC_INDEX.__getitem__)
+
+
+def pressured_domain(values: Mapping[str, float]) -> str:
+    """The domain in the worst shape: lowest mean goodness of its metrics (ties: first in
+    DOMAIN_NAMES order). Part of the *situation* an action is judged in."""
+    best_name, best = DOMAIN_NAMES[0], math.inf
+    for name, metrics in DOMAINS.items():
+        mean = sum(goodness(f"{name}.{m}", values[f"{name}.{m}"]) for m in metrics) / len(metrics)
+        if mean < best:
+            best_name, best = name, mean
+    return best_name

@@ -9,6 +9,7 @@ through exactly the same parser as a model's answer.
 from __future__ import annotations
 
 import json
+import math
 import random
 from typing import Callable
 
@@ -59,6 +60,21 @@ def paid_cost(env: LifeStackEnv, points: float, share: float = 0.3) -> tuple[dic
     return cost, points - max(need, 0.0)
 
 
+def exact_cost(cost: dict[str, float], claimed: float) -> dict[str, float]:
+    """``cost`` trimmed so that it pays for exactly ``claimed`` points (to the cent).
+
+    An honest answer claims what it pays for, no more and no less: then any further claim
+    is unpaid, and costs reward (docs/rewards.md, "Free token claims").
+    """
+    rest = max(claimed - FREE_EFFECT, 0.0)
+    hours = min(cost["time"], math.floor(rest / POINTS_PER_HOUR * 10) / 10)
+    rest -= hours * POINTS_PER_HOUR
+    energy = min(cost["energy"], math.floor(max(rest, 0.0) / POINTS_PER_ENERGY * 10) / 10)
+    rest -= energy * POINTS_PER_ENERGY
+    money = math.ceil(round(max(rest, 0.0) / POINTS_PER_DOLLAR * 100, 6)) / 100
+    return {"time": hours, "money": money, "energy": energy}
+
+
 def completion(action_type: str, target: str, route: str | None, changes: dict[str, float],
                cost: dict[str, float], reasoning: str) -> str:
     return json.dumps({"action_type": action_type, "target_domain": target, "route": route,
@@ -77,7 +93,8 @@ def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metri
                    points_each: float, share: float = 0.3) -> str:
     """An honest action: improve ``metrics`` by what it pays for, optionally on a route."""
     cost, paid = paid_cost(env, points_each * len(metrics), share)
-    each = paid / max(len(metrics), 1)
+    each = math.floor(paid / max(len(metrics), 1) * 100) / 100  # what the JSON shows (2 decimals)
+    cost = exact_cost(cost, each * len(metrics))
     changes = {p: raw_delta(p, each) for p in metrics}
     target = domain_of(metrics[0]) if metrics else "mental_wellbeing"
     worst = " and ".join(_words(p) for p in metrics) or "my wellbeing"

@@ -31,18 +31,27 @@ DAMAGED_BELOW = 62.0  # a metric whose goodness is below this counts as damaged
 EFFICIENCY_POINTS_PER_BUDGET = 30.0  # points expected for spending the whole budget
 
 # --- named penalties (added to the weighted sum, then the total is clipped) ------------
+# Every penalty that depends on a number the model writes grows continuously with it (a
+# ramp, never a switch), so a hair's change of one number moves the reward by a hair.
 P_INVALID_ACTION = -0.5  # unparseable / rejected completion (the fallback reward)
-P_UNAFFORDABLE = -0.5
+P_UNAFFORDABLE = -0.5  # in full once the overspend reaches UNAFFORDABLE_FULL_AT of a budget
 P_DEAD_END = -0.3  # named a closed or unknown route, or one whose preconditions fail
-P_INACTION = -0.4  # nothing improved and no route progress
+P_INACTION = -0.4  # no route progress and no net gain; fades out over INACTION_RAMP points
 P_IMPLAUSIBLE = -0.5  # scaled by the unpaid share of claimed gains
-P_NEGATIVE_COST = -0.2  # tried to book a negative cost
-P_CRITICAL_FLOOR = -0.3  # a metric pushed below goodness 10
-P_CASCADE_COLLAPSE = -0.3  # the action's own cascade worsened 3+ metrics
+P_NEGATIVE_COST = -0.2  # tried to book a negative cost (a rule the prompt states)
+P_CRITICAL_FLOOR = -0.3  # pushed a metric below goodness 10; in full at CRITICAL_RAMP points below
+P_CASCADE_COLLAPSE = -0.3  # goodness the action's own cascade took; in full at COLLAPSE_HARM points
 P_KEYWORD_STUFFING = -0.3  # reasoning is a bag of domain words
 P_TIMEOUT = -0.2  # horizon reached without success
 P_FAILURE = -0.5  # a failure condition holds
 CRITICAL_GOODNESS = 10.0
+UNAFFORDABLE_FULL_AT = 0.25  # overspend, as a share of the starting budget, that costs the full penalty
+INACTION_RAMP = 2.0  # net goodness points over which the inaction penalty fades to 0
+CRITICAL_RAMP = 2.0  # goodness points below CRITICAL_GOODNESS at which critical_floor is in full
+COLLAPSE_HARM = 6.0  # goodness points lost by cascaded metrics at which cascade_collapse is in full
+# A schema-valid action always scores above an unparseable one (P_INVALID_ACTION): the
+# negative side of its total is squashed smoothly into (VALID_FLOOR, 0].
+VALID_FLOOR = -0.45
 RELATIONSHIP_METRICS = frozenset(p for p in METRIC_PATHS if p.startswith("relationships."))
 
 
@@ -66,7 +75,8 @@ class StepOutcome:
     failure: bool = False
     timeout: bool = False
     replan_applicable: bool = False  # an event fired before this action
-    cascade_worsened: int = 0
+    cascade_harm: float = 0.0  # goodness points the action's own cascade took from other metrics
+    overspend: float = 0.0  # unaffordable: largest overshoot as a share of that resource's budget
     reasoning_score: float = 0.0
     stuffing: bool = False
     # Fast path, filled by the env: goodness deltas of the metrics that changed, and the
@@ -106,6 +116,16 @@ _COMPONENT_KEYS = {k: f"component.{k}" for k in (
 _PENALTY_KEYS = {k: f"penalty.{k}" for k in (
     "unaffordable", "dead_end", "inaction", "implausible", "negative_cost", "critical_floor",
     "cascade_collapse", "keyword_stuffing", "timeout", "failure")}
+
+
+def ramp(x: float, full_at: float) -> float:
+    """``x / full_at`` clipped to [0, 1]: a penalty's share, continuous in ``x``."""
+    return 0.0 if x <= 0.0 else 1.0 if x >= full_at else x / full_at
+
+
+def soft_floor(x: float) -> float:
+    """``x`` above 0; below it, squashed smoothly (slope 1 at 0) into (VALID_FLOOR, 0)."""
+    return x if x >= 0.0 else VALID_FLOOR * math.tanh(x / VALID_FLOOR)
 
 
 def clip(x: float, lo: float = -1.0, hi: float = 1.0) -> float:
@@ -201,19 +221,28 @@ def task_reward(o: StepOutcome) -> RewardResult:
 
     penalties: dict[str, float] = {}
     if not o.affordable:
-        penalties["unaffordable"] = P_UNAFFORDABLE
+        penalties["unaffordable"] = P_UNAFFORDABLE * ramp(o.overspend, UNAFFORDABLE_FULL_AT)
     if status in ("closed", "unknown", "precondition"):
         penalties["dead_end"] = P_DEAD_END
-    if not progressed and sub["gain"] <= 0.05:
-        penalties["inaction"] = P_INACTION
-    if o.claimed_gain > 0 and o.plausibility < 0.999:
+    changes = o.goodness_changes()
+    if not progressed:
+        net_gain = sum(changes.values())
+        if net_gain < INACTION_RAMP:
+            penalties["inaction"] = P_INACTION * (1.0 - ramp(net_gain, INACTION_RAMP))
+    if o.claimed_gain > 0 and o.plausibility < 1.0 - 1e-9:
         penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
     if o.action.notes and any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = P_NEGATIVE_COST
-    if any(d < 0 and goodness(p, o.after[p]) < CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
-        penalties["critical_floor"] = P_CRITICAL_FLOOR
-    if o.cascade_worsened >= 3:
-        penalties["cascade_collapse"] = P_CASCADE_COLLAPSE
+    below = 0.0  # goodness points this action pushed a metric below CRITICAL_GOODNESS
+    for p, d in changes.items():
+        if d < 0:
+            g = goodness(p, o.after[p])
+            if g < CRITICAL_GOODNESS:
+                below = max(below, min(-d, CRITICAL_GOODNESS - g))
+    if below > 0:
+        penalties["critical_floor"] = P_CRITICAL_FLOOR * ramp(below, CRITICAL_RAMP)
+    if o.cascade_harm > 0:
+        penalties["cascade_collapse"] = P_CASCADE_COLLAPSE * ramp(o.cascade_harm, COLLAPSE_HARM)
     if o.stuffing:
         penalties["keyword_stuffing"] = P_KEYWORD_STUFFING
     if o.timeout and not o.success:
@@ -225,7 +254,7 @@ def task_reward(o: StepOutcome) -> RewardResult:
     components["outcome.containment"] = sub["containment"]
     components["outcome.efficiency"] = sub["efficiency"]
     components["outcome.relationships"] = sub["relationships"]
-    return RewardResult(clip(weighted + sum(penalties.values())), components, penalties)
+    return RewardResult(soft_floor(clip(weighted + sum(penalties.values()))), components, penalties)
 
 
 # --- reasoning coherence ----------------------------------------------------------------
@@ -234,6 +263,18 @@ _EMPTY: frozenset[str] = frozenset()
 RESOURCE_WORDS = frozenset({"time", "hours", "hour", "money", "budget", "cost", "costs", "energy", "spend", "pay", "dollars"})
 MIN_REASONING_WORDS = 8
 MAX_REASONING_WORDS = 120
+# Explanations are sentences: they hold the small words that join facts into a reason.
+# A bare list of the words this scorer looks for holds none, so its score is cut by the
+# prose factor: min(1, share of these words / PROSE_SHARE) * min(1, distinct ones / PROSE_DISTINCT).
+FUNCTION_WORDS = frozenset("""
+a an the and or but so because since as if then than to of in on at by for from with without into onto
+over under after before while until about against between through during i we my our me us it its this
+that these those is are was were be been being will would can could should must may might do does did
+not no nor more most less least first next now only also too very just both each either keep keeps
+instead which who what when where why how here there all any some such own same other once
+""".split())
+PROSE_SHARE = 0.15
+PROSE_DISTINCT = 3
 
 
 def words_of(text: str) -> list[str]:
@@ -334,6 +375,8 @@ def reasoning_coherence(
     n = len(tokens)
     length = min(1.0, n / MIN_REASONING_WORDS) * min(1.0, MAX_REASONING_WORDS / n)
     repetition = min(1.0, (len(distinct) / n) / 0.4)
+    glue = [t for t in tokens if t in FUNCTION_WORDS]
+    prose = min(1.0, len(glue) / n / PROSE_SHARE) * min(1.0, len(set(glue)) / PROSE_DISTINCT)
     stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)
-    score = coverage * (0.3 + 0.7 * precision) * length * repetition
+    score = coverage * (0.3 + 0.7 * precision) * length * repetition * prose
     return clip(score, 0.0, 1.0), stuffing

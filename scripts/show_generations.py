@@ -5,8 +5,10 @@
     python scripts/show_generations.py --last 20 --stage 2
     python scripts/show_generations.py --file path/to/generations.jsonl
 
-Each entry shows the prompt head, the completion, the parsed action and the reward with
-its breakdown. Lines that are not valid JSON are reported and skipped.
+Each entry shows the prompt head, the completion, the parsed action, the weighted total
+GRPO reward with each of the six rewards, and the env's task reward with its breakdown.
+Lines that are not valid JSON are reported and skipped. Logs written before 2026-12-04
+have only ``reward`` (the task reward) and ``breakdown``; they are shown as such.
 """
 
 from __future__ import annotations
@@ -38,18 +40,31 @@ def read_entries(path: Path) -> tuple[list[dict], int]:
 
 
 def format_entry(e: dict, width: int = 100) -> str:
+    task = e.get("task_reward", e.get("reward", float("nan")))
+    grpo = e.get("grpo_reward")
     head = (f"--- step {e.get('step')} | stage {e.get('stage')} | difficulty {e.get('difficulty')} | "
-            f"{e.get('phase', 'train')} | reward {e.get('reward', float('nan')):+.3f}")
+            f"{e.get('phase', 'train')} | GRPO reward (weighted total) "
+            + (f"{grpo:+.3f}" if isinstance(grpo, (int, float)) else "n/a") + f" | task reward {task:+.3f}")
     wrap = lambda s: textwrap.indent(textwrap.fill(str(s), width), "    ")  # noqa: E731
     lines = [head, "  prompt:", wrap(e.get("prompt_head", "")), "  completion:", wrap(e.get("completion", ""))]
     action = e.get("action")
     lines.append("  action: " + (json.dumps(action) if action else "(none: the completion did not parse)"))
-    breakdown = e.get("breakdown") or {}
-    items = [f"{k}={v:+.3f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else f"{k}={v}"
-             for k, v in breakdown.items()]
-    lines.append("  breakdown:")
-    lines.append(wrap(", ".join(items)))
+    rewards = e.get("grpo_rewards") or {}
+    if rewards:
+        weights = e.get("grpo_weights") or {}
+        lines.append("  GRPO rewards (weight x value):")
+        lines.append(wrap(", ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={weights.get(k, '?')}x{v:+.3f}"
+                                    for k, v in rewards.items())))
+    breakdown = e.get("task_breakdown", e.get("breakdown")) or {}
+    lines.append("  task reward breakdown:")
+    lines.append(wrap(", ".join(_item(k, v) for k, v in breakdown.items())))
     return "\n".join(lines)
+
+
+def _item(key: str, value) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{key}={value:+.3f}"
+    return f"{key}={value}"
 
 
 def main(argv: list[str] | None = None) -> int:

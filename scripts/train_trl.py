@@ -32,11 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
     sys.path.insert(0, str(ROOT))
 
-from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
+from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, with_notes, parse_action  # noqa: E402
 from lifestack.conflicts import ConflictEvent  # noqa: E402
 from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
-from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
+from lifestack.metrics import (  # noqa: E402
+    DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, pressured_domain,
+)
+from lifestack.reward import P_UNAFFORDABLE  # noqa: E402
 from lifestack.scenarios import (  # noqa: E402
     Scenario, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
 )
@@ -547,7 +550,8 @@ def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, diffi
         f"BUDGET LEFT: time {_fmt(res['time'])} h, money ${_fmt(res['money'])}, energy {_fmt(res['energy'])}",
         "ROUTES (name one in \"route\" with one of its next steps as action_type to advance it):",
         *route_lines,
-        "Claimed metric improvements must be paid for with time, money or energy; an action you cannot afford fails.",
+        "Claimed metric improvements must be paid for with time, money or energy; an action you cannot afford fails "
+        "(the further over budget, the bigger the penalty); costs are never negative (rest may recover energy).",
         f"Answer with one JSON object: {ANSWER_SCHEMA}",
     ])
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
@@ -620,6 +624,16 @@ def strip_metadata(text: str) -> str:
     return _METADATA_RE.sub("", text) if METADATA_OPEN in text else text
 
 
+def parse_completion(text: str) -> tuple[LifeStackAction | None, str | None]:
+    """``parse_action`` of a completion without any metadata block it carries; a block it
+    tried to inject is noted (``injected_metadata``, which costs format score)."""
+    clean = strip_metadata(text)
+    action, reason = parse_action(clean)
+    if action is not None and clean is not text:
+        action = with_notes(action, action.notes + ("injected_metadata",))
+    return action, reason
+
+
 def _fallback(reason: str) -> dict[str, Any]:
     return {"reward": FALLBACK_REWARD, "breakdown": {"error": reason}, "action": None}
 
@@ -667,6 +681,9 @@ def _context_from_metadata(meta: dict) -> tuple[Task, EpisodeState, dict] | str:
         state = rebuild_state(meta, task)
     except (ValueError, KeyError, TypeError) as exc:
         return f"state rebuild failed: {exc}"
+    # the situation the feedback reward judges an action in (computed once per prompt)
+    meta["_situation"] = (str(meta.get("conflict_id")), task.domain, pressured_domain(state.metrics),
+                          int(meta.get("difficulty") or 0))
     return task, state, meta
 
 
@@ -689,7 +706,7 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
             result = _fallback(ctx)
         else:
             task, state, meta = ctx
-            action, reason = parse_action(strip_metadata(ctext))
+            action, reason = parse_completion(ctext)
             if action is None:
                 result = _fallback(reason or "unparseable completion")
             else:
@@ -697,7 +714,7 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
                 obs = _ENV.step(action)
                 reward = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
                 result = {"reward": reward, "breakdown": obs.metadata["breakdown"], "action": action,
-                          "info": obs.metadata["info"], "situation": (meta.get("conflict_id"), task.domain)}
+                          "info": obs.metadata["info"], "situation": meta["_situation"]}
         _cache_put(_EVAL_CACHE, key, result, EVAL_CACHE_SIZE)
         _maybe_log_generation(ptext, ctext, result)
         return result
@@ -742,11 +759,17 @@ def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
         return
     head = _METADATA_RE.sub("", ptext).strip()[:300]
     action = result.get("action")
+    # All six rewards of this completion (the evaluation is cached: no second env step)
+    # and the weighted total GRPO optimises, named as such.
+    components = reward_vector(ctext, ptext)
+    weights = RUN_CONTEXT.get("reward_weights") or REWARD_WEIGHTS
     line = {
         "time": round(time.time(), 3), "phase": RUN_CONTEXT["phase"], "step": RUN_CONTEXT["step"],
         "stage": RUN_CONTEXT["stage"], "difficulty": RUN_CONTEXT["difficulty"], "evaluation": RUN_CONTEXT["evaluations"],
         "prompt_head": head, "completion": ctext[:4000], "action": action.to_dict() if action else None,
-        "reward": result["reward"], "breakdown": result["breakdown"],
+        "grpo_reward": weighted_reward(components, weights), "grpo_rewards": components,
+        "grpo_weights": dict(zip(REWARD_NAMES, weights)),
+        "task_reward": result["reward"], "task_breakdown": result["breakdown"],
     }
     try:
         fh = _generation_log(os.path.join(RUN_CONTEXT["log_dir"], "generations.jsonl"))
@@ -787,15 +810,19 @@ REFUSAL_RE = re.compile(r"\b(i can(?:no|')t|i am unable|i'm unable|as an ai|i wo
 
 
 def format_score(text: str) -> float:
-    """Graded JSON compliance: empty/refusal < unparseable < partial < complete."""
+    """Graded JSON compliance: empty/refusal < unparseable < partial < complete.
+
+    Unparseable text scores at most -0.1 and a parsed action at least +0.1, so format
+    alone already ranks every schema-valid answer above every unparseable one.
+    """
+    action, reason = parse_completion(text)
     text = strip_metadata(text)
-    if not text.strip() or ("{" not in text and REFUSAL_RE.search(text)):
+    if action is None and (not text.strip() or ("{" not in text and REFUSAL_RE.search(text))):
         return -1.0
-    action, reason = parse_action(text)
     if action is None:
         from lifestack.actions import find_json_object
 
-        obj, error, _ = find_json_object(text[:200_000])
+        obj, error, _ = find_json_object(text)
         if error is not None or not isinstance(obj, dict):
             return -0.6
         present = sum(1 for f in ACTION_FIELDS if f in obj) / len(ACTION_FIELDS)
@@ -803,16 +830,18 @@ def format_score(text: str) -> float:
     return valid_format_score(action)
 
 
+# What a forgiven note costs the format score (any other note: FORMAT_NOTE_COST). A
+# clamped delta costs nothing here (the claim envelope is economics, not format, and a
+# deduction would make 19.9 and 20.1 score apart).
+FORMAT_NOTE_COST = 0.1
+FORMAT_COSTS = {"missing": 0.15, "trailing_text": 0.2, "clamped": 0.0}
+
+
 def valid_format_score(action: LifeStackAction) -> float:
-    """The format score of a parsed action: 1, less what the parser had to forgive."""
+    """The format score of a parsed action: 1, less what the parser had to forgive (>= 0.1)."""
     score = 1.0
     for note in action.notes:
-        if note.startswith("missing:"):
-            score -= 0.15
-        elif note == "trailing_text":
-            score -= 0.2
-        else:
-            score -= 0.1
+        score -= FORMAT_COSTS.get(note.split(":", 1)[0], FORMAT_NOTE_COST)
     return max(score, 0.1)
 
 
@@ -830,7 +859,9 @@ def reward_format_fn(completions: Sequence[Any], prompts: Sequence[Any] | None =
 
 @_timed
 def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
-    """Metric changes must be paid for: 2 x paid share - 1; 0 with no claims; -1 when unparseable."""
+    """Claims must be paid for: minus the unpaid share of the claimed gain (0 when all is paid
+    or nothing is claimed; never positive, so claiming is never worth anything by itself);
+    over budget: minus the overspend penalty's share; -1 for negative costs or unparseable text."""
     out = []
     for ev in _evaluations(completions, prompts, kwargs):
         action, b = ev["action"], ev["breakdown"]
@@ -839,11 +870,9 @@ def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
         elif any(n.startswith("negative_cost") for n in action.notes):
             out.append(-1.0)
         elif "penalty.unaffordable" in b:
-            out.append(-0.5)
-        elif b.get("claimed_gain", 0.0) <= 0:
-            out.append(0.0)
+            out.append(float(b["penalty.unaffordable"]) / -P_UNAFFORDABLE)
         else:
-            out.append(2.0 * float(b.get("plausibility", 0.0)) - 1.0)
+            out.append(float(b.get("plausibility", 1.0)) - 1.0)
     return out
 
 
@@ -862,7 +891,7 @@ def reward_milestone_fn(completions: Sequence[Any], prompts: Sequence[Any] | Non
         if ev["action"] is None:
             out.append(-0.5)
         elif "penalty.dead_end" in b:
-            out.append(-0.5)
+            out.append(-0.4)  # a dead end, but still a valid answer: above unparseable text
         else:
             out.append(float(b.get("component.milestone", 0.0)))
     return out
@@ -870,12 +899,15 @@ def reward_milestone_fn(completions: Sequence[Any], prompts: Sequence[Any] | Non
 
 @_timed
 def reward_reasoning_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
-    """Planning coherence of the reasoning with state, action and route; keyword stuffing scores -0.5."""
+    """Planning coherence of the reasoning with state, action and route (0..1); keyword
+    stuffing -0.4; unparseable -0.5."""
     out = []
     for ev in _evaluations(completions, prompts, kwargs):
         b = ev["breakdown"]
-        if ev["action"] is None or "penalty.keyword_stuffing" in b:
+        if ev["action"] is None:
             out.append(-0.5)
+        elif "penalty.keyword_stuffing" in b:
+            out.append(-0.4)
         else:
             out.append(float(b.get("component.reasoning", 0.0)))
     return out
@@ -899,7 +931,8 @@ def feedback_store():
 
 @_timed
 def reward_human_feedback_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
-    """Agreement with recorded real outcomes for this conflict (else task domain); 0 where none exist."""
+    """Agreement with recorded outcomes of this situation (conflict; or task family under the
+    same pressured domain; weighted by difficulty); 0 where none apply; -1 unparseable."""
     out = []
     try:
         store = feedback_store()
@@ -910,12 +943,11 @@ def reward_human_feedback_fn(completions: Sequence[Any], prompts: Sequence[Any] 
     for ev in _evaluations(completions, prompts, kwargs):
         action = ev["action"]
         if action is None:
-            out.append(0.0)
+            out.append(-1.0)  # unparseable text takes every reward's lowest score
             continue
-        conflict_id, domain = ev.get("situation", (None, None))
-        score = store.score(str(conflict_id), action.action_type, action.target_domain)
-        if score is None:
-            score = store.score(str(domain), action.action_type, action.target_domain)
+        conflict_id, family, pressured, difficulty = ev["situation"]
+        score = store.score(conflict_id, action.action_type, action.target_domain,
+                            pressured_domain=pressured, difficulty=difficulty, family=family)
         out.append(0.0 if score is None else float(score))
     return out
 
@@ -928,6 +960,11 @@ assert tuple(f.__name__ for f in REWARD_FUNCS) == REWARD_NAMES  # REWARD_WEIGHTS
 def reward_vector(completion: Any, prompt: Any) -> dict[str, float]:
     """All six rewards for one completion (evaluation and logging helper)."""
     return {f.__name__: f([completion], prompts=[prompt])[0] for f in REWARD_FUNCS}
+
+
+def weighted_reward(rewards: dict[str, float], weights: Sequence[float] = REWARD_WEIGHTS) -> float:
+    """The total GRPO optimises for one completion: sum of weight x reward, in REWARD_NAMES order."""
+    return sum(w * rewards[name] for name, w in zip(REWARD_NAMES, weights))
 
 
 # =====================================================================================
@@ -1134,7 +1171,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
     out = Path(cfg["OUTPUT_DIR"])
     state_path = out / "curriculum_state.json"
     state = load_curriculum_state(state_path, cfg)
-    RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"], reward_weights=list(cfg["REWARD_WEIGHTS"]))
     if state["next_stage"] > cfg["N_STAGES"]:
         log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
             "(raise N_STAGES to continue, or --RESUME=False to start over)")

@@ -234,9 +234,14 @@ def test_non_finite_delta_rejected(literal):
     assert "not finite" in reason and "career.workload" in reason
 
 
-@pytest.mark.parametrize("value", ["5", True, False, None, [5], {"v": 5}])
+@pytest.mark.parametrize("value", ["five", True, False, None, [5], {"v": 5}])
 def test_non_number_delta_rejected(value):
     assert "not a number" in rejected(text(metric_changes={"career.workload": value}))
+
+
+@pytest.mark.parametrize("value", ["NaN", "1e999", "-inf"])
+def test_non_finite_string_number_rejected(value):
+    assert "not finite" in rejected(text(metric_changes={"career.workload": value}))
 
 
 def test_python_nan_in_dict_rejected():
@@ -253,7 +258,7 @@ def test_non_finite_cost_rejected(literal):
     assert "not finite" in rejected(completion)
 
 
-@pytest.mark.parametrize("value", ["100", True, None, [1]])
+@pytest.mark.parametrize("value", ["a hundred", True, None, [1]])
 def test_non_number_cost_rejected(value):
     assert "not a number" in rejected(text(resource_cost={"time": 1, "money": value, "energy": 0}))
 
@@ -327,8 +332,13 @@ def test_nul_prefixed_action_still_parses():
 
 
 def test_find_json_object_reports_trailing():
+    obj, err, trailing = find_json_object('x {"action_type": 1} ``` tail')
+    assert obj == {"action_type": 1} and err is None and trailing == "tail"
+
+
+def test_find_json_object_without_an_action_returns_the_first_object_and_no_trailing():
     obj, err, trailing = find_json_object('x {"a": 1} ``` tail')
-    assert obj == {"a": 1} and err is None and trailing == "tail"
+    assert obj == {"a": 1} and err is None and trailing == ""
 
 
 # --- fuzzing --------------------------------------------------------------------------

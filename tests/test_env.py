@@ -424,7 +424,7 @@ def _assert_breakdown_consistent(obs: Observation) -> None:
     used = {k: w for k, w in weights.items() if f"component.{k}" in b}
     weighted = sum(w * b[f"component.{k}"] for k, w in used.items()) / sum(used.values())
     penalties = sum(v for k, v in b.items() if k.startswith("penalty."))
-    assert obs.reward == pytest.approx(R.clip(weighted + penalties), abs=1e-5)
+    assert obs.reward == pytest.approx(R.soft_floor(R.clip(weighted + penalties)), abs=1e-5)
 
 
 def _low_metric_env():

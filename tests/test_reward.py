@@ -124,12 +124,12 @@ def test_total_is_weighted_sum_plus_penalties():
 @pytest.mark.parametrize(
     "kwargs, penalty",
     [
-        ({"affordable": False}, "unaffordable"),
+        ({"affordable": False, "overspend": 0.1}, "unaffordable"),
         ({"route_status": "closed"}, "dead_end"),
         ({"route_status": "unknown"}, "dead_end"),
         ({"route_status": "precondition"}, "dead_end"),
         ({"claimed_gain": 100.0, "plausibility": 0.1}, "implausible"),
-        ({"cascade_worsened": 3}, "cascade_collapse"),
+        ({"cascade_harm": 3.0}, "cascade_collapse"),
         ({"stuffing": True}, "keyword_stuffing"),
         ({"timeout": True}, "timeout"),
         ({"failure": True}, "failure"),
@@ -167,12 +167,14 @@ def test_implausible_penalty_scales_with_unpaid_share():
     assert "implausible" not in task_reward(outcome({STRESS: -5.0}, claimed_gain=50, plausibility=1.0)).penalties
 
 
-def test_everything_bad_clipped_to_minus_one():
+def test_everything_bad_squashed_to_the_valid_floor():
     res = task_reward(outcome({p: (10.0 if p == STRESS else -10.0) for p in METRIC_PATHS},
-                              affordable=False, route_status="closed", claimed_gain=100, plausibility=0.0,
-                              cascade_worsened=5, stuffing=True, timeout=True, failure=True,
+                              affordable=False, overspend=2.0, route_status="closed", claimed_gain=100,
+                              plausibility=0.0, cascade_harm=50.0, stuffing=True, timeout=True, failure=True,
                               action=action(notes=("negative_cost:time",))))
-    assert res.total == -1.0
+    # the worst valid action still scores above an unparseable one (P_INVALID_ACTION)
+    assert res.total == pytest.approx(R.soft_floor(-1.0))
+    assert R.P_INVALID_ACTION < res.total < R.VALID_FLOOR + 0.02
     assert len(res.penalties) >= 8
 
 
@@ -203,7 +205,7 @@ def test_task_reward_always_bounded(before, after, spent, affordable, claimed, p
         action=action(), before=before, after=after, budget_fraction_spent=spent, affordable=affordable,
         claimed_gain=claimed, plausibility=plaus, route_status=status, route_fraction=frac, route_value=value,
         milestone_gain=mgain, best_step_reward=best, success=success, failure=failure, timeout=timeout,
-        replan_applicable=replan, cascade_worsened=worsened, reasoning_score=rscore, stuffing=stuffing,
+        replan_applicable=replan, cascade_harm=float(worsened), reasoning_score=rscore, stuffing=stuffing,
     ))
     assert math.isfinite(res.total) and -1.0 <= res.total <= 1.0
     bd = res.breakdown()
@@ -241,20 +243,24 @@ def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict
         weights["replanning"] = R.W_REPLAN
     weighted = sum(weights[k] * components[k] for k in components) / sum(weights.values())
     penalties = {}
+    share = lambda x, full: min(1.0, max(0.0, x / full))  # noqa: E731
     if not o.affordable:
-        penalties["unaffordable"] = R.P_UNAFFORDABLE
+        penalties["unaffordable"] = R.P_UNAFFORDABLE * share(o.overspend, R.UNAFFORDABLE_FULL_AT)
     if o.route_status in ("closed", "unknown", "precondition"):
         penalties["dead_end"] = R.P_DEAD_END
-    if o.route_status not in ("advanced", "completed") and sub["gain"] <= 0.05:
-        penalties["inaction"] = R.P_INACTION
-    if o.claimed_gain > 0 and o.plausibility < 0.999:
+    net = sum(o.goodness_changes().values())
+    if o.route_status not in ("advanced", "completed") and net < R.INACTION_RAMP:
+        penalties["inaction"] = R.P_INACTION * (1.0 - share(net, R.INACTION_RAMP))
+    if o.claimed_gain > 0 and o.plausibility < 1.0 - 1e-9:
         penalties["implausible"] = R.P_IMPLAUSIBLE * (1.0 - o.plausibility)
     if any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = R.P_NEGATIVE_COST
-    if any(d < 0 and R.goodness(p, o.after[p]) < R.CRITICAL_GOODNESS for p, d in o.goodness_changes().items()):
-        penalties["critical_floor"] = R.P_CRITICAL_FLOOR
-    if o.cascade_worsened >= 3:
-        penalties["cascade_collapse"] = R.P_CASCADE_COLLAPSE
+    below = max([min(-d, R.CRITICAL_GOODNESS - R.goodness(p, o.after[p])) for p, d in o.goodness_changes().items()
+                 if d < 0 and R.goodness(p, o.after[p]) < R.CRITICAL_GOODNESS] or [0.0])
+    if below > 0:
+        penalties["critical_floor"] = R.P_CRITICAL_FLOOR * share(below, R.CRITICAL_RAMP)
+    if o.cascade_harm > 0:
+        penalties["cascade_collapse"] = R.P_CASCADE_COLLAPSE * share(o.cascade_harm, R.COLLAPSE_HARM)
     if o.stuffing:
         penalties["keyword_stuffing"] = R.P_KEYWORD_STUFFING
     if o.timeout and not o.success:
@@ -262,7 +268,7 @@ def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict
     if o.failure:
         penalties["failure"] = R.P_FAILURE
     components.update({f"outcome.{k}": v for k, v in sub.items()})
-    return clip(weighted + sum(penalties.values())), components, penalties
+    return R.soft_floor(clip(weighted + sum(penalties.values()))), components, penalties
 
 
 @settings(max_examples=200, deadline=None)
@@ -288,7 +294,8 @@ def test_task_reward_is_exactly_the_component_functions(moved, before, spent, af
     kw = dict(action=act, before=before, after=after, budget_fraction_spent=spent, affordable=affordable,
               claimed_gain=claimed, plausibility=plaus, route_status=status, route_fraction=frac, route_value=value,
               milestone_gain=mgain, best_step_reward=best, success=success, failure=failure, timeout=timeout,
-              replan_applicable=replan, cascade_worsened=worsened, reasoning_score=rscore, stuffing=stuffing)
+              replan_applicable=replan, cascade_harm=float(worsened), overspend=spent, reasoning_score=rscore,
+              stuffing=stuffing)
     got = task_reward(StepOutcome(**kw))
     assert local_outcome(StepOutcome(**kw)) == reference_local_outcome(StepOutcome(**kw))
     total, components, penalties = reference_task_reward(StepOutcome(**kw))

@@ -7,6 +7,7 @@ through the script's command line, exactly as a user starts it.
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import socket
@@ -71,7 +72,7 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     assert gens, "no generation was logged"
     for g in gens:
         assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "reward", "breakdown"} <= set(g)
-        assert -1.0 <= g["reward"] <= 1.0
+        assert -1.0 <= g["task_reward"] <= 1.0 and math.isfinite(g["grpo_reward"])
     history = read_jsonl(logs / "train_history.jsonl")
     assert len(history) == 8 and all("rewards/reward_task_success_fn/mean" in h for h in history)
     episodes = read_jsonl(logs / "eval_episodes.jsonl")

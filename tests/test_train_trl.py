@@ -684,7 +684,8 @@ def test_human_feedback_reward_varies_with_the_action():
             assert len(out) == 1 and -1.0 <= out[0] <= 1.0
             values.add(out[0])
     assert len(values) >= 2, values
-    assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [0.0, 0.0, 0.0]
+    # unparseable text takes every reward's lowest score
+    assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [-1.0, -1.0, -1.0]
     # a situation with no records at all scores 0.0
     store = T.feedback_store()
     assert store.score("no-such-situation", "rest", "career") is None
@@ -807,7 +808,7 @@ def test_reasoning_reward_punishes_keyword_stuffing():
     prompts = list(prompts10())
     stuffed = T.reward_reasoning_fn([policy_completion(p, HACKS["hack_keyword_stuffing"]) for p in prompts], prompts=prompts)
     honest = T.reward_reasoning_fn([policy_completion(p, heuristic) for p in prompts], prompts=prompts)
-    assert stuffed == [-0.5] * len(prompts)
+    assert stuffed == [-0.4] * len(prompts)  # above unparseable text (-0.5), far below honest
     assert all(h > 0 for h in honest)
 
 
@@ -844,12 +845,18 @@ def test_generation_log_every_interval(isolated):
     assert len(lines) == 2  # evaluations 5 and 10
     for line, idx in zip(lines, (4, 9)):
         rec = json.loads(line)
-        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "reward", "breakdown"} <= set(rec)
+        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "task_reward",
+                "task_breakdown", "grpo_reward", "grpo_rewards", "grpo_weights"} <= set(rec)
+        assert "reward" not in rec  # named for what it is: task_reward vs the weighted grpo_reward
         assert rec["step"] == 11 and rec["stage"] == 2 and rec["difficulty"] == 3
         assert rec["completion"] == pairs[idx][0]
-        assert rec["reward"] == pytest.approx(rewards[idx])
+        assert rec["task_reward"] == pytest.approx(rewards[idx])
+        assert rec["grpo_rewards"]["reward_task_success_fn"] == pytest.approx(rewards[idx])
+        assert list(rec["grpo_rewards"]) == list(T.REWARD_NAMES)
+        vec = T.reward_vector(pairs[idx][0], pairs[idx][1])
+        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in zip(T.REWARD_NAMES, T.REWARD_WEIGHTS)))
         assert rec["action"]["action_type"] in ACTION_TYPES
-        assert isinstance(rec["breakdown"], dict) and "total" in rec["breakdown"]
+        assert isinstance(rec["task_breakdown"], dict) and "total" in rec["task_breakdown"]
         assert T.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")
     # cached pairs are not fresh evaluations: nothing new is logged
     for fn in T.REWARD_FUNCS:
@@ -859,7 +866,7 @@ def test_generation_log_every_interval(isolated):
     for i in range(5):
         T.get_lifestack_evaluation(f"{GARBAGE} #{i}", prompts10()[0])
     rec = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
-    assert rec["action"] is None and rec["reward"] == -0.5 and "error" in rec["breakdown"]
+    assert rec["action"] is None and rec["task_reward"] == -0.5 and "error" in rec["task_breakdown"]
 
 
 def test_generation_log_only_on_the_main_process(isolated, monkeypatch):
