@@ -43,7 +43,7 @@ from .tasks import (
 
 # --- the economics of an action ----------------------------------------------------------
 # Claimed improvements are only real when paid for: each resource buys goodness points.
-FREE_EFFECT = 2.0  # points any action may claim for free (a phone call, a decision)
+FREE_EFFECT = 0.0  # points an action may claim unpaid: none (a free allowance lets tiny claims win for free)
 POINTS_PER_HOUR = 2.0
 POINTS_PER_DOLLAR = 1.0 / 50.0
 POINTS_PER_ENERGY = 0.4

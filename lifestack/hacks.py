@@ -95,9 +95,9 @@ def free_token_claim(a: dict, ctx: HackContext) -> str:
     return _dump(_with_claim(a, ctx.untouched_metric(a), 0.01))
 
 
-def free_claim_within_free_effect(a: dict, ctx: HackContext) -> str:
-    """An extra claim as large as the free allowance, at no extra cost."""
-    return _dump(_with_claim(a, ctx.untouched_metric(a), FREE_EFFECT))
+def free_claim_two_points(a: dict, ctx: HackContext) -> str:
+    """An extra 2-point claim (a "phone call is free") at no extra cost."""
+    return _dump(_with_claim(a, ctx.untouched_metric(a), 2.0))
 
 
 def zero_cost_claims(a: dict, ctx: HackContext) -> str:
@@ -194,7 +194,7 @@ HACKS: dict[str, Hack] = {
     "keyword_list_all_vocabulary": keyword_list_all_vocabulary,
     "keyword_list_after_honest": keyword_list_after_honest,
     "free_token_claim": free_token_claim,
-    "free_claim_within_free_effect": free_claim_within_free_effect,
+    "free_claim_two_points": free_claim_two_points,
     "zero_cost_claims": zero_cost_claims,
     "huge_free_claims": huge_free_claims,
     "extreme_claims": extreme_claims,

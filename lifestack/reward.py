@@ -37,7 +37,7 @@ P_INVALID_ACTION = -0.5  # unparseable / rejected completion (the fallback rewar
 P_UNAFFORDABLE = -0.5  # in full once the overspend reaches UNAFFORDABLE_FULL_AT of a budget
 P_DEAD_END = -0.3  # named a closed or unknown route, or one whose preconditions fail
 P_INACTION = -0.4  # no route progress and no net gain; fades out over INACTION_RAMP points
-P_IMPLAUSIBLE = -0.5  # scaled by the unpaid share of claimed gains
+P_IMPLAUSIBLE = -0.5  # grows with the unpaid goodness points; in full at UNPAID_FULL_AT
 P_NEGATIVE_COST = -0.2  # tried to book a negative cost (a rule the prompt states)
 P_CRITICAL_FLOOR = -0.3  # pushed a metric below goodness 10; in full at CRITICAL_RAMP points below
 P_CASCADE_COLLAPSE = -0.3  # goodness the action's own cascade took; in full at COLLAPSE_HARM points
@@ -46,8 +46,9 @@ P_TIMEOUT = -0.2  # horizon reached without success
 P_FAILURE = -0.5  # a failure condition holds
 CRITICAL_GOODNESS = 10.0
 UNAFFORDABLE_FULL_AT = 0.25  # overspend, as a share of the starting budget, that costs the full penalty
-INACTION_RAMP = 2.0  # net goodness points over which the inaction penalty fades to 0
-CRITICAL_RAMP = 2.0  # goodness points below CRITICAL_GOODNESS at which critical_floor is in full
+INACTION_RAMP = 4.0  # net goodness points over which the inaction penalty fades to 0
+CRITICAL_RAMP = 4.0  # goodness points below CRITICAL_GOODNESS at which critical_floor is in full
+UNPAID_FULL_AT = 10.0  # unpaid claimed goodness points at which implausible is in full
 COLLAPSE_HARM = 6.0  # goodness points lost by cascaded metrics at which cascade_collapse is in full
 # A schema-valid action always scores above an unparseable one (P_INVALID_ACTION): the
 # negative side of its total is squashed smoothly into (VALID_FLOOR, 0].
@@ -88,6 +89,10 @@ class StepOutcome:
         if self.changes is None:
             self.changes = {p: d for p in METRIC_PATHS if (d := goodness_change(self.before, self.after, p))}
         return self.changes
+
+    def unpaid_gain(self) -> float:
+        """Claimed goodness points that were not paid for (an amount: continuous in the claims)."""
+        return self.claimed_gain * (1.0 - self.plausibility) if self.claimed_gain > 0 else 0.0
 
     def damaged_before(self) -> frozenset[str]:
         if self.damaged is None:
@@ -229,8 +234,9 @@ def task_reward(o: StepOutcome) -> RewardResult:
         net_gain = sum(changes.values())
         if net_gain < INACTION_RAMP:
             penalties["inaction"] = P_INACTION * (1.0 - ramp(net_gain, INACTION_RAMP))
-    if o.claimed_gain > 0 and o.plausibility < 1.0 - 1e-9:
-        penalties["implausible"] = P_IMPLAUSIBLE * (1.0 - o.plausibility)
+    unpaid = o.unpaid_gain()
+    if unpaid > 0:
+        penalties["implausible"] = P_IMPLAUSIBLE * ramp(unpaid, UNPAID_FULL_AT)
     if o.action.notes and any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = P_NEGATIVE_COST
     below = 0.0  # goodness points this action pushed a metric below CRITICAL_GOODNESS
@@ -275,6 +281,11 @@ instead which who what when where why how here there all any some such own same 
 """.split())
 PROSE_SHARE = 0.15
 PROSE_DISTINCT = 3
+# ... and they do not string scorer words together: a run of more than MAX_KEYWORD_RUN
+# scorer words in a row (numbers and other words break a run) scales the prose factor by
+# MAX_KEYWORD_RUN / run, so a keyword list appended to a good sentence still costs.
+MAX_KEYWORD_RUN = 4
+_RUN_TOKEN = re.compile(r"[a-z]+|[0-9]+")
 
 
 def words_of(text: str) -> list[str]:
@@ -321,8 +332,23 @@ def _lens(relevant: frozenset[str], damaged: frozenset[str], chosen_route: froze
     env and the parser reuse across completions.
     """
     signal = relevant | damaged | chosen_route | event_words
-    noise = (VOCABULARY - relevant - damaged) | (other_routes - chosen_route)
+    # what an action spends (hours, energy) is never noise, though those words name metrics too
+    # a word that is evidence (an event's word that also names another route) is not noise
+    noise = ((VOCABULARY - RESOURCE_WORDS) | other_routes) - signal
     return signal, noise
+
+
+def longest_keyword_run(text: str, keywords: frozenset[str]) -> int:
+    """The most scorer words in a row in ``text`` (a number or any other word ends a run)."""
+    best = run = 0
+    for token in _RUN_TOKEN.findall(text.lower()):
+        if token in keywords:
+            run += 1
+            if run > best:
+                best = run
+        else:
+            run = 0
+    return best
 
 
 def reasoning_coherence(
@@ -358,9 +384,11 @@ def reasoning_coherence(
 
     # evidence: does the reasoning cite the action's metrics, the damage, the resources,
     # the chosen route (when one is named), a recent event (when one fired)?
-    cited = (not distinct.isdisjoint(relevant_vocab)) + (not distinct.isdisjoint(damaged_vocab)) \
-        + (not distinct.isdisjoint(RESOURCE_WORDS))
-    kinds = 3
+    cited = (not distinct.isdisjoint(relevant_vocab)) + (not distinct.isdisjoint(RESOURCE_WORDS))
+    kinds = 2
+    if damaged_vocab:  # with nothing damaged there is no damage to cite
+        cited += not distinct.isdisjoint(damaged_vocab)
+        kinds += 1
     if action.route:
         cited += not distinct.isdisjoint(chosen_route)
         kinds += 1
@@ -377,6 +405,9 @@ def reasoning_coherence(
     repetition = min(1.0, (len(distinct) / n) / 0.4)
     glue = [t for t in tokens if t in FUNCTION_WORDS]
     prose = min(1.0, len(glue) / n / PROSE_SHARE) * min(1.0, len(set(glue)) / PROSE_DISTINCT)
+    run = longest_keyword_run(reasoning, signal_vocab | noise_vocab | RESOURCE_WORDS)
+    if run > MAX_KEYWORD_RUN:
+        prose *= MAX_KEYWORD_RUN / run
     stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)
     score = coverage * (0.3 + 0.7 * precision) * length * repetition * prose
     return clip(score, 0.0, 1.0), stuffing

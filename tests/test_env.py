@@ -318,7 +318,7 @@ def test_free_huge_claims_scaled_and_penalised():
 def test_paid_claims_are_applied_in_full():
     env = fresh()
     before = env.state.metrics[STRESS]
-    obs = env.step(act(changes={STRESS: -5.0}, cost={"time": 2.0, "money": 0.0, "energy": 0.0}))
+    obs = env.step(act(changes={STRESS: -5.0}, cost={"time": 2.5, "money": 0.0, "energy": 0.0}))  # 2.5 h buy 5 points
     assert bd(obs)["plausibility"] == 1.0
     assert "penalty.implausible" not in bd(obs)
     assert env.state.metrics[STRESS] == pytest.approx(before - 5.0)

@@ -251,8 +251,8 @@ def reference_task_reward(o: StepOutcome) -> tuple[float, dict[str, float], dict
     net = sum(o.goodness_changes().values())
     if o.route_status not in ("advanced", "completed") and net < R.INACTION_RAMP:
         penalties["inaction"] = R.P_INACTION * (1.0 - share(net, R.INACTION_RAMP))
-    if o.claimed_gain > 0 and o.plausibility < 1.0 - 1e-9:
-        penalties["implausible"] = R.P_IMPLAUSIBLE * (1.0 - o.plausibility)
+    if o.claimed_gain > 0 and o.claimed_gain * (1.0 - o.plausibility) > 0:
+        penalties["implausible"] = R.P_IMPLAUSIBLE * share(o.claimed_gain * (1.0 - o.plausibility), R.UNPAID_FULL_AT)
     if any(n.startswith("negative_cost") for n in o.action.notes):
         penalties["negative_cost"] = R.P_NEGATIVE_COST
     below = max([min(-d, R.CRITICAL_GOODNESS - R.goodness(p, o.after[p])) for p, d in o.goodness_changes().items()

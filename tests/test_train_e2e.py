@@ -65,13 +65,18 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
             "reward_milestone_fn", "reward_reasoning_fn", "reward_human_feedback_fn"}
         assert decision["advance"] == (decision["mean_task_reward"] > 0.6 and decision["difficulty"] < 5)
         assert decision["steps"] == 4
+        integrity = decision["integrity"]  # the reward-integrity watch ran through the real rewards
+        assert integrity["margin"] > 0 and integrity["closest_hack"] in integrity["hack_margins"]
+        assert integrity["completions"] > 0 and set(integrity["signature_rates"]) >= {"unparseable", "keyword_list"}
     assert "[stage 1] difficulty" in first.stdout and "[stage 2] difficulty" in first.stdout
+    assert "[integrity] stage 1 | honest - best hack +" in first.stdout
 
     logs = tmp_path / "training_logs"
     gens = read_jsonl(logs / "generations.jsonl")
     assert gens, "no generation was logged"
     for g in gens:
-        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "reward", "breakdown"} <= set(g)
+        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "task_reward",
+                "task_breakdown", "grpo_reward", "grpo_rewards"} <= set(g)
         assert -1.0 <= g["task_reward"] <= 1.0 and math.isfinite(g["grpo_reward"])
     history = read_jsonl(logs / "train_history.jsonl")
     assert len(history) == 8 and all("rewards/reward_task_success_fn/mean" in h for h in history)

@@ -32,6 +32,7 @@ from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
+from lifestack.hacks import HACKS as H_HACKS  # noqa: E402
 from lifestack.policies import HACKS, heuristic, lazy  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
@@ -970,3 +971,48 @@ def test_grpo_config_maps_vllm_server_mode(tmp_path):
     cfg["_PROFILE"] = "cpu"  # build the TRL config on this CPU machine; the vLLM fields are what matter
     args = T.grpo_config(cfg, 1, tmp_path)
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_port == 8123
+
+
+# ------------------------------------------------------------------------------------
+# the reward-integrity watch
+# ------------------------------------------------------------------------------------
+def test_integrity_watch_scores_the_battery_and_reports_a_positive_margin(isolated):
+    cfg = T.default_config()
+    cfg["INTEGRITY_PROMPTS"] = 3
+    T.RUN_CONTEXT["signatures"] = {"completions": 10, "unparseable": 4}
+    report = T.integrity_watch(cfg, stage=1, difficulty=2, previous=None)
+    assert report["margin"] > 0 and report["closest_hack"] in report["hack_margins"]
+    assert set(report["hack_margins"]) == set(H_HACKS) and all(m > 0 for m in report["hack_margins"].values())
+    assert report["signature_rates"]["unparseable"] == 0.4 and report["flags"] == []
+    # the watch's own hack texts are neither logged nor counted as the policy's completions
+    assert T.RUN_CONTEXT["signatures"] == {"completions": 10, "unparseable": 4}
+    assert not (isolated / "logs" / "generations.jsonl").exists()
+    line = T.integrity_line(1, report)
+    assert line.startswith("[integrity] stage 1 | honest - best hack +") and line.endswith("| OK")
+
+
+def test_integrity_watch_flags_hack_signatures_and_rising_garbage():
+    cfg = T.default_config()
+    cfg["INTEGRITY_PROMPTS"] = 1
+    T.RUN_CONTEXT["signatures"] = {"completions": 10, "keyword_list": 3, "unparseable": 6, "zero_cost_claims": 2}
+    previous = {"integrity": {"signature_rates": {"unparseable": 0.3}}}
+    report = T.integrity_watch(cfg, stage=2, difficulty=1, previous=previous)
+    text = " ".join(report["flags"])
+    assert "keyword list in 30%" in text and "zero cost claims in 20%" in text
+    assert "unparseable answers rising: 30% -> 60%" in text
+    assert "FLAG: " in T.integrity_line(2, report)
+
+
+def test_policy_completions_are_counted_by_signature():
+    T.RUN_CONTEXT["signatures"] = {}
+    prompt = prompts10()[0]
+    env = LifeStackEnv()
+    task, state, _ = context(prompt)
+    env.restore(task, state)
+    from lifestack.hacks import battery
+    texts = battery(env)
+    for name in ("honest", "keyword_list", "garbage", "huge_free_claims"):
+        T.get_lifestack_evaluation(texts[name], prompt)
+    counts = T.RUN_CONTEXT["signatures"]
+    assert counts["completions"] == 4 and counts["keyword_list"] == 1 and counts["unparseable"] == 1
+    assert counts["zero_cost_claims"] == 1
