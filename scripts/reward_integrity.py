@@ -3,6 +3,7 @@
 
     python scripts/reward_integrity.py                     # 100 prompts, 20 per difficulty
     python scripts/reward_integrity.py --per-difficulty 40 --seed 7 --json out.json
+    python scripts/reward_integrity.py --continuity 3000 --seed 100000   # the continuity sweep
 
 For each seeded prompt (the trainer's own prompts, difficulties 1-5, both task families)
 the honest answer is the heuristic's action; every hack in ``lifestack.hacks.HACKS`` is
@@ -10,14 +11,21 @@ built from it. All are scored through the trainer's six real reward functions an
 weighted with REWARD_WEIGHTS, exactly as GRPO sees them. The table prints, per hack, the
 honest and hack mean of that weighted total, the smallest margin (honest - hack) and the
 share of prompts where the hack scores at least as high as the honest answer. Exit 1 if
-any hack wins or ties on any prompt, or if an unparseable answer outscores a valid one on
-format + task.
+any hack wins or ties on any prompt.
+
+``--continuity N`` instead draws N random actions on N seeded prompts (random type,
+domain, route, 1-4 claims in [-25, 25] with values on the cascade trigger and the claim
+envelope mixed in, costs up to 110 % of what is left), changes each number they write by
++1 % and -1 % in turn, and prints the largest and the median change of the weighted total.
+Pairs where the change crosses the budget (the prompt's rule "an action you cannot afford
+fails") are left out and counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 from pathlib import Path
@@ -68,6 +76,49 @@ def summarise(rows: list[dict]) -> list[dict]:
     return table
 
 
+def continuity_sweep(n: int, seed: int) -> dict:
+    """Largest and median change of the weighted total for a 1 % change of one number."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import train_trl as T
+
+    from lifestack.actions import ACTION_TYPES
+    from lifestack.metrics import DOMAIN_NAMES, METRIC_PATHS
+
+    rng = random.Random(seed)
+    env = LifeStackEnv()
+    diffs, crossings, worst = [], 0, None
+    for k in range(n):
+        d = 1 + k % 5
+        sc = sample_scenario(seed + k, d)
+        prompt = T.build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed)
+        env.restore(sc.task, sc.state)
+        res = env.state.resources
+        a = {"action_type": rng.choice(ACTION_TYPES), "target_domain": rng.choice(DOMAIN_NAMES),
+             "route": rng.choice([None, *sc.task.route_ids]),
+             "metric_changes": {p: rng.choice([rng.uniform(-25, 25), 6.0, -6.0, 20.0, rng.uniform(-8, 8)])
+                                for p in rng.sample(METRIC_PATHS, rng.randint(1, 4))},
+             "resource_cost": {r: rng.choice([0.0, rng.uniform(0, res[r] * 1.1)]) for r in ("time", "money", "energy")},
+             "reasoning": "I pay two hours and some money to fix stress and workload after the delay."}
+        over_a = "penalty.unaffordable" in T.get_lifestack_evaluation(json.dumps(a), prompt)["breakdown"]
+        total_a = T.weighted_reward(T.reward_vector(json.dumps(a), prompt))
+        for field in ("metric_changes", "resource_cost"):
+            for key, value in a[field].items():
+                if not value:
+                    continue
+                for factor in (1.01, 0.99):
+                    b = json.loads(json.dumps(a))
+                    b[field][key] = value * factor
+                    if ("penalty.unaffordable" in T.get_lifestack_evaluation(json.dumps(b), prompt)["breakdown"]) != over_a:
+                        crossings += 1
+                        continue
+                    diff = abs(T.weighted_reward(T.reward_vector(json.dumps(b), prompt)) - total_a)
+                    diffs.append(diff)
+                    if worst is None or diff > worst["change"]:
+                        worst = {"change": diff, "seed": sc.seed, "field": f"{field}.{key}", "value": value, "factor": factor}
+    return {"pairs": len(diffs), "budget_crossings_left_out": crossings, "max": max(diffs),
+            "median": statistics.median(diffs), "worst": worst}
+
+
 def format_table(table: list[dict], n_prompts: int) -> str:
     lines = [f"weighted GRPO reward (REWARD_WEIGHTS), {n_prompts} prompts, difficulties 1-5, honest = heuristic",
              "| hack | honest mean | hack mean | smallest margin | hack wins |", "|---|---:|---:|---:|---:|"]
@@ -82,7 +133,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-difficulty", type=int, default=20)
     parser.add_argument("--seed", type=int, default=5000)
     parser.add_argument("--json", help="also write the per-prompt scores here")
+    parser.add_argument("--continuity", type=int, default=0, metavar="N",
+                        help="run the continuity sweep on N prompts instead of the hack table")
     args = parser.parse_args(argv)
+    if args.continuity:
+        out = continuity_sweep(args.continuity, args.seed)
+        print(f"1 % change of one number, {out['pairs']} pairs on {args.continuity} prompts (seed {args.seed}; "
+              f"{out['budget_crossings_left_out']} budget crossings left out): weighted total moved by "
+              f"max {out['max']:.4f}, median {out['median']:.6f}")
+        print(f"worst: {out['worst']}")
+        return 0
     rows, table = integrity_rows(args.per_difficulty, args.seed)
     print(format_table(table, len(rows)))
     if args.json:
