@@ -447,7 +447,7 @@ class LifeStackEnv:
             if g > 0.0:
                 claimed_gain += g
         capacity = FREE_EFFECT + POINTS_PER_HOUR * paid_time + POINTS_PER_DOLLAR * paid_money + POINTS_PER_ENERGY * paid_energy
-        if claimed_gain > capacity:
+        if claimed_gain > capacity + 1e-9:  # float rounding of an exactly paid claim is not a claim
             plausibility = capacity / claimed_gain
             info.append(f"claimed gains of {claimed_gain:.1f} points but paid for {capacity:.1f}; scaled down")
             changes = {p: d * plausibility if goodness_delta(p, d) > 0 else d for p, d in changes.items()}

@@ -570,3 +570,39 @@ def test_python_dash_m_entry_point(tmp_path):
     assert proc.returncode == 2
     assert "overall_effectiveness" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_version_1_database_is_migrated_in_place_keeping_its_records(tmp_path):
+    path = tmp_path / "v1.sqlite3"
+    conn = sqlite3.connect(path)
+    fbmod._migrate_to_v1(conn)
+    conn.execute(
+        "INSERT INTO feedback (episode_id, situation, action_type, target_domain, overall_effectiveness, "
+        "submitted_at, submitted_epoch) VALUES ('old', 'friday_6pm', 'negotiate', 'career', 9, "
+        "'2026-01-01T00:00:00Z', 0)")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    store = FeedbackStore(path)
+    [old] = store.list(limit=None)
+    assert old.episode_id == "old" and old.pressured_domain == "" and old.difficulty == 0
+    assert store.score("friday_6pm", "negotiate", "career") == pytest.approx(0.8 / 3)
+    store.add(make("new", pressured_domain="time", difficulty=3))
+    assert {fb.episode_id: (fb.pressured_domain, fb.difficulty) for fb in store.list(limit=None)}["new"] == ("time", 3)
+    store.close()
+    check = sqlite3.connect(path)
+    assert check.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    check.close()
+
+
+@pytest.mark.parametrize("field, value", [("pressured_domain", "moods"), ("difficulty", 6), ("difficulty", -1),
+                                          ("difficulty", 2.5), ("difficulty", True), ("pressured_domain", 3)])
+def test_situation_fields_are_validated(field, value):
+    with pytest.raises(ValueError, match=field):
+        make(**{field: value})
+
+
+def test_seed_records_that_name_a_task_family_all_name_a_pressured_domain():
+    records = [json.loads(line) for line in fbmod.SEED_PATH.read_text().splitlines() if line.strip()]
+    family = [r for r in records if r["situation"] in ("flight_crisis", "code_merge_crisis")]
+    assert family and all(r.get("pressured_domain") in DOMAIN_NAMES for r in family)

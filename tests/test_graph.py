@@ -254,3 +254,28 @@ def test_cascade_properties_on_cyclic_graph(start, disruption, dampening, thresh
 def test_cascade_rejects_non_finite_disruption(bad):
     with pytest.raises(ValueError, match="not finite"):
         DependencyGraph().cascade(default_metrics(), {"career.satisfaction": bad})
+
+
+# --- spread_from: the continuous cascade of an action's changes -------------------------
+def test_spread_from_leaves_sources_alone_and_subtracts_the_threshold():
+    values = base()
+    spread = DEFAULT_GRAPH.spread_from(values, {"career.workload": 4.0})
+    assert "career.workload" not in spread and values["career.workload"] == 70.0
+    # workload -> stress +0.7: impact 4 x 0.7 x 0.6 = 1.68, less the 0.5 threshold
+    assert spread["mental_wellbeing.stress_level"] == pytest.approx(4.0 * 0.7 * DEFAULT_DAMPENING - DEFAULT_THRESHOLD)
+
+
+def test_spread_from_has_no_cap_on_metrics_reached():
+    spread = DEFAULT_GRAPH.spread_from(base(), {"career.workload": 20.0, "finances.debt_pressure": 20.0})
+    assert len(spread) > DEFAULT_MAX_AFFECTED
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.sampled_from(METRIC_PATHS), delta=st.floats(-20, 20), eps=st.floats(-0.01, 0.01))
+def test_spread_from_is_continuous_in_the_source(path, delta, eps):
+    a = DEFAULT_GRAPH.spread_from(base(), {path: delta})
+    b = DEFAULT_GRAPH.spread_from(base(), {path: delta + eps})
+    for p in set(a) | set(b):
+        # each hop scales by |weight| x dampening < 1, so a source change of eps moves
+        # every spread metric by at most eps x (number of paths reaching it)
+        assert abs(a.get(p, 0.0) - b.get(p, 0.0)) <= abs(eps) * 8 + 1e-9

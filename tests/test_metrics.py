@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifestack.metrics import (
+    default_metrics,
+    pressured_domain,
     DOMAIN_NAMES,
     DOMAINS,
     INVERTED_METRICS,
@@ -209,3 +211,13 @@ def test_resource_budget_is_frozen():
     b = ResourceBudget(1, 2, 3)
     with pytest.raises(Exception):
         b.time = 10  # type: ignore[misc]
+
+
+def test_pressured_domain_is_the_domain_with_the_lowest_mean_goodness():
+    values = default_metrics()
+    assert pressured_domain(values) == DOMAIN_NAMES[0]  # all equal: the first domain
+    values["mental_wellbeing.stress_level"] = 95.0  # inverted: goodness 5
+    assert pressured_domain(values) == "mental_wellbeing"
+    values["finances.liquidity"] = 0.0
+    values["finances.monthly_runway"] = 0.0
+    assert pressured_domain(values) == "finances"

@@ -141,3 +141,20 @@ def test_random_valid_varies_with_rng():
     for t in texts:
         d = json.loads(t)
         assert d["route"] is None or d["route"] in env.task.route_ids
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_honest_answers_claim_exactly_what_they_pay_for(seed):
+    # then any further claim is unpaid (docs/rewards.md, "Free token claims")
+    from lifestack.env import POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR
+
+    sc = sample_scenario(4000 + seed, 1 + seed % 5)
+    env = LifeStackEnv()
+    env.restore(sc.task, sc.state)
+    action, _ = parse_action(heuristic(env))
+    c = action.resource_cost
+    capacity = POINTS_PER_HOUR * c["time"] + POINTS_PER_DOLLAR * c["money"] + POINTS_PER_ENERGY * c["energy"]
+    claimed = sum(goodness(p, 50 + d) - goodness(p, 50) for p, d in action.metric_changes.items())
+    assert claimed <= capacity + 1e-9 and capacity - claimed < 0.001  # to the cent
+    obs = env.step(action)
+    assert obs.metadata["breakdown"]["plausibility"] == 1.0 and "penalty.implausible" not in obs.metadata["breakdown"]
