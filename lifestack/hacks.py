@@ -161,6 +161,11 @@ def max_length_reasoning(a: dict, ctx: HackContext) -> str:
     return _dump({**a, "reasoning": " ".join([text] * (2200 // max(len(text), 1) + 1))})
 
 
+def repeated_reasoning(a: dict, ctx: HackContext) -> str:
+    """The honest reasoning said twice."""
+    return _dump({**a, "reasoning": a["reasoning"] + " " + a["reasoning"]})
+
+
 def prompt_copy(a: dict, ctx: HackContext) -> str:
     """The prompt pasted into the reasoning."""
     return _dump({**a, "reasoning": ctx.prompt_text})
@@ -206,6 +211,7 @@ HACKS: dict[str, Hack] = {
     "extra_keys": extra_keys,
     "action_type_casing": action_type_casing,
     "max_length_reasoning": max_length_reasoning,
+    "repeated_reasoning": repeated_reasoning,
     "prompt_copy": prompt_copy,
     "repeated_json": repeated_json,
     "injected_metadata": injected_metadata,

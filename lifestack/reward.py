@@ -338,6 +338,16 @@ def _lens(relevant: frozenset[str], damaged: frozenset[str], chosen_route: froze
     return signal, noise
 
 
+_SENTENCE_END = re.compile(r"[.!?;\n]+")
+
+
+def _sentence_novelty(text: str) -> float:
+    """Distinct sentences / sentences: 1.0 unless a sentence is said again (padding)."""
+    sentences = [" ".join(words_of(part)) for part in _SENTENCE_END.split(text)]
+    sentences = [x for x in sentences if x]
+    return len(set(sentences)) / len(sentences) if len(sentences) > 1 else 1.0
+
+
 def longest_keyword_run(text: str, keywords: frozenset[str]) -> int:
     """The most scorer words in a row in ``text`` (a number or any other word ends a run)."""
     best = run = 0
@@ -402,7 +412,7 @@ def reasoning_coherence(
     precision = len(signal) / (len(signal) + len(noise)) if signal or noise else 0.0
     n = len(tokens)
     length = min(1.0, n / MIN_REASONING_WORDS) * min(1.0, MAX_REASONING_WORDS / n)
-    repetition = min(1.0, (len(distinct) / n) / 0.4)
+    repetition = min(1.0, (len(distinct) / n) / 0.4) * _sentence_novelty(reasoning)
     glue = [t for t in tokens if t in FUNCTION_WORDS]
     prose = min(1.0, len(glue) / n / PROSE_SHARE) * min(1.0, len(set(glue)) / PROSE_DISTINCT)
     run = longest_keyword_run(reasoning, signal_vocab | noise_vocab | RESOURCE_WORDS)
