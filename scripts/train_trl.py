@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack`
 from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, with_notes, parse_action  # noqa: E402
 from lifestack.conflicts import ConflictEvent  # noqa: E402
 from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
+from lifestack.diversity import answer_diversity  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.hacks import SIGNATURES, battery as hack_battery, signatures as hack_signatures  # noqa: E402
 from lifestack.metrics import (  # noqa: E402
@@ -1179,6 +1180,27 @@ def save_model(model, tokenizer, directory: Path) -> None:
     tokenizer.save_pretrained(directory)
 
 
+def stage_diversity(prompts: Sequence[Any], completions: Sequence[str]) -> dict[str, dict]:
+    """lifestack.diversity.answer_diversity of the held-out answers, per task family."""
+    records = []
+    for prompt, completion in zip(prompts, completions):
+        ctx = _prompt_context(prompt_text(prompt))
+        if not isinstance(ctx, str):
+            records.append((ctx[0].domain, parse_completion(completion)[0], ctx[0].route_ids))
+    return answer_diversity(records)
+
+
+def diversity_line(stage: int, report: dict[str, dict]) -> str:
+    """The one log line of a stage's answer diversity (held-out answers)."""
+    parts = []
+    for family, d in report.items():
+        fits = "n/a" if d["route_fits"] is None else f"{d['route_fits']:.0%}"
+        parts.append(f"{family}: {d['distinct']} distinct of {d['answers']} answers, route fits {fits}")
+    collapsed = [f for f, d in report.items() if d["collapsed"]]
+    tail = f" | COLLAPSED onto one answer: {', '.join(collapsed)}" if collapsed else ""
+    return f"[diversity] stage {stage} | " + (" | ".join(parts) or "no parsed answer") + tail
+
+
 WATCH_RATE = 0.2  # a hack signature in this share of the stage's completions raises a flag
 WATCH_RISE = 0.1  # ... and the unparseable share rising by this much over the last stage
 
@@ -1292,6 +1314,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
                 "frac_reward_zero_std": _mean([h.get("frac_reward_zero_std") for h in history]),
                 "steps": trainer.state.global_step,
             }
+            decision["diversity"] = stage_diversity(prompts, result["completions"])
             if cfg["INTEGRITY_PROMPTS"] > 0:
                 decision["integrity"] = integrity_watch(cfg, stage, difficulty, state["stages"][-1] if state["stages"] else None)
         if world_info()[1] > 1:  # proof, per rank, that every process trained its share
@@ -1308,6 +1331,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
                 f"(threshold {cfg['ADVANCE_THRESHOLD']}) | valid JSON {decision['valid_json_rate']:.0%} | {means} | "
                 f"reward code {reward_seconds / max(train_seconds, 1e-9):.1%} of {train_seconds:.1f}s | "
                 f"{'ADVANCE to ' + str(difficulty + 1) if decision['advance'] else 'stay at ' + str(difficulty)}")
+            log(diversity_line(stage, decision["diversity"]))
             if "integrity" in decision:
                 log(integrity_line(stage, decision["integrity"]))
         barrier()

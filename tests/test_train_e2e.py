@@ -68,8 +68,9 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
         integrity = decision["integrity"]  # the reward-integrity watch ran through the real rewards
         assert integrity["margin"] > 0 and integrity["closest_hack"] in integrity["hack_margins"]
         assert integrity["completions"] > 0 and set(integrity["signature_rates"]) >= {"unparseable", "keyword_list"}
+        assert all(d["answers"] >= d["distinct"] >= 1 for d in decision["diversity"].values())
     assert "[stage 1] difficulty" in first.stdout and "[stage 2] difficulty" in first.stdout
-    assert "[integrity] stage 1 | honest - best hack +" in first.stdout
+    assert "[integrity] stage 1 | honest - best hack +" in first.stdout and "[diversity] stage 1 | " in first.stdout
 
     logs = tmp_path / "training_logs"
     gens = read_jsonl(logs / "generations.jsonl")

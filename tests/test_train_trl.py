@@ -1016,3 +1016,16 @@ def test_policy_completions_are_counted_by_signature():
     counts = T.RUN_CONTEXT["signatures"]
     assert counts["completions"] == 4 and counts["keyword_list"] == 1 and counts["unparseable"] == 1
     assert counts["zero_cost_claims"] == 1
+
+
+def test_stage_diversity_reads_the_held_out_answers_and_flags_collapse():
+    prompts = list(prompts10())
+    same = json.dumps({"action_type": "negotiate", "target_domain": "mental_wellbeing", "route": "rebook_premium",
+                       "metric_changes": {}, "resource_cost": {"time": 1, "money": 0, "energy": 0}, "reasoning": "x"})
+    report = T.stage_diversity(prompts, [same] * len(prompts))
+    assert set(report) == {"flight_crisis", "code_merge_crisis"}
+    assert report["code_merge_crisis"]["route_fits"] == 0.0 and report["flight_crisis"]["route_fits"] == 1.0
+    line = T.diversity_line(3, report)
+    assert line.startswith("[diversity] stage 3 | ") and "COLLAPSED onto one answer" in line
+    honest = [policy_completion(p, heuristic) for p in prompts]
+    assert "COLLAPSED" not in T.diversity_line(3, T.stage_diversity(prompts, honest))
