@@ -15,20 +15,44 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import learning_check as L  # noqa: E402
 
 
-def fake(seed: int, before: float, after: float) -> dict:
+def fake(seed: int, before: float, after: float, per_prompt=None) -> dict:
+    """A seed's result; ``per_prompt`` gives each held-out prompt's (before, after) task reward."""
     row = dict.fromkeys(L.METRICS, 0.0)
+    per_prompt = per_prompt or [(before, after)] * 5
+    answers = lambda k: [[{"task": pa[k], "valid": pa[k] > -0.5}] * 2 for pa in per_prompt]  # noqa: E731
     return {"seed": seed, "before": {**row, "reward_task_success_fn": before},
-            "after": {**row, "reward_task_success_fn": after}, "frac_reward_zero_std": [0.0, 0.5]}
+            "after": {**row, "reward_task_success_fn": after}, "frac_reward_zero_std": [0.0, 0.5],
+            "answers_before": answers(0), "answers_after": answers(1)}
 
 
-def test_summary_passes_only_when_the_rise_beats_the_spread():
-    ok = L.summarise([fake(1, -0.2, 0.2), fake(2, -0.1, 0.25), fake(3, -0.15, 0.3)])
-    assert ok["passed"] and ok["task_deltas"] == pytest.approx([0.4, 0.35, 0.45])
-    noisy = L.summarise([fake(1, -0.2, 0.5), fake(2, 0.4, 0.45), fake(3, -0.6, -0.5)])
-    assert not noisy["passed"]  # the mean rise (0.28) is below the seed spread (~0.5)
-    one_worse = L.summarise([fake(1, 0.0, 0.3), fake(2, 0.0, 0.3), fake(3, 0.0, -0.01)])
-    assert not one_worse["passed"]  # every seed must improve
+def test_paired_summary_passes_only_when_the_interval_excludes_zero():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    ok = L.summarise([fake(1, 0, 0, clear), fake(2, 0, 0, clear)])
+    assert ok["passed"] and ok["paired"]["task_change"] == pytest.approx(0.3)
+    lo, hi = ok["paired"]["task_change_ci95"]
+    assert 0 < lo <= 0.3 <= hi
+    mixed = [(-0.5, 0.3), (0.2, -0.5), (-0.1, 0.1), (0.1, -0.2), (-0.3, 0.0), (0.3, 0.1)]
+    noisy = L.summarise([fake(1, 0, 0, mixed), fake(2, 0, 0, mixed)])
+    assert not noisy["passed"] and noisy["paired"]["task_change_ci95"][0] < 0
+    # the quick smoke check only asks for a positive paired change
+    assert L.summarise([fake(1, 0, 0, mixed)], quick=True)["passed"] == (noisy["paired"]["task_change"] > 0)
     assert ok["mean_frac_reward_zero_std"] == pytest.approx(0.25)
+
+
+def test_paired_summary_separates_validity_from_decision_quality():
+    per = [(-0.5, -0.5), (-0.5, 0.2), (0.1, 0.4)]
+    refs = [{"oracle": 0.8, "heuristic": 0.7}] * 3
+    p = L.summarise([fake(1, 0, 0, per)], refs=refs)["paired"]
+    assert p["valid_rate"] == {"before": pytest.approx(1 / 3), "after": pytest.approx(2 / 3)}
+    assert p["task_among_valid"]["before"] == pytest.approx(0.1) and p["task_among_valid"]["after"] == pytest.approx(0.3)
+    assert p["regret"]["before"] > p["regret"]["after"] and p["heuristic_task"] == pytest.approx(0.7)
+
+
+def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
+    xs = [0.1, -0.2, 0.3, 0.05, 0.2, -0.1, 0.15]
+    assert L.bootstrap_ci(xs) == L.bootstrap_ci(xs)
+    lo, hi = L.bootstrap_ci(xs)
+    assert lo < sum(xs) / len(xs) < hi
 
 
 def test_table_lists_every_metric():
