@@ -242,9 +242,12 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
          "must map constant names to values")
     if cfg["USE_VLLM"]:
         need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
+    need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
+         "full fine-tuning (USE_LORA=False) needs fp32 master weights, which this script loads in the peft "
+         "profile only; use --DEVICE_PROFILE=peft")
 
 
-def resolve_profile(requested: str, world_size: int = 1) -> str:
+def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) -> str:
     """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
     import importlib.util
 
@@ -254,9 +257,9 @@ def resolve_profile(requested: str, world_size: int = 1) -> str:
 
     if not torch.cuda.is_available():
         return "cpu"
-    if world_size == 1 and importlib.util.find_spec("unsloth") is not None:
+    if world_size == 1 and use_lora and importlib.util.find_spec("unsloth") is not None:
         return "unsloth"
-    return "peft"  # Unsloth is single-GPU: several processes use transformers + PEFT
+    return "peft"  # Unsloth is single-GPU and 4-bit LoRA here: else transformers + PEFT
 
 
 def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None = None) -> dict[str, Any]:
@@ -268,7 +271,7 @@ def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None =
     overrides = parse_overrides(argv, defaults)
     cfg = {**defaults, **overrides}
     validate_config(cfg, world_size)  # catch bad values before touching torch
-    cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size)
+    cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size, cfg["USE_LORA"])
     if cfg["_PROFILE"] == "cpu":
         for key, value in cfg["CPU_PROFILE"].items():
             if key not in overrides:
@@ -416,12 +419,69 @@ def cpu_banner(cfg: dict[str, Any], base_dir: Path) -> str:
     ])
 
 
+def choose_precision(capability: tuple[int, int] | None) -> str:
+    """Compute precision for a CUDA device of compute ``capability`` (``(major, minor)``;
+    ``None``: no GPU, so fp32).
+
+    bf16 only where the hardware has it (Ampere and later, major >= 8). A T4 (7.5) answers
+    True to ``torch.cuda.is_bf16_supported()`` but only emulates bf16, so it gets fp16.
+    """
+    if capability is None:
+        return "fp32"
+    return "bf16" if capability[0] >= 8 else "fp16"
+
+
+def device_precision(cfg: dict[str, Any]) -> str:
+    """This run's compute precision: fp32 in the CPU profile, else from the GPU's capability."""
+    if cfg["_PROFILE"] == "cpu":
+        return "fp32"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "fp32"
+    return choose_precision(tuple(torch.cuda.get_device_capability()))
+
+
+def weight_precision(precision: str, lora: bool) -> str:
+    """The dtype weights are loaded in. Trained weights are always fp32 master weights (the
+    half-precision compute comes from autocast, TRL's bf16/fp16 flags): at a learning rate
+    of 5e-6 most bf16 weight updates round away. Only a LoRA's frozen base may sit in the
+    compute precision; its adapters are fp32 (:func:`_fp32_trainable`)."""
+    return precision if lora else "fp32"
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def _fp32_trainable(model) -> None:
+    """Cast every trainable parameter to fp32 (PEFT usually does so already for adapters)."""
+    import torch
+
+    for param in model.parameters():
+        if param.requires_grad and param.dtype != torch.float32:
+            param.data = param.data.float()
+
+
 def _apply_lora(model, cfg: dict[str, Any]):
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, task_type="CAUSAL_LM",
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     return get_peft_model(model, config)
+
+
+def import_unsloth():
+    """Import Unsloth, or stop with an install hint. Unsloth patches transformers, trl and
+    peft when it is imported, so it must come before them: ``main`` calls this first."""
+    try:
+        import unsloth
+    except ImportError as exc:
+        raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
+                         "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+    return unsloth
 
 
 def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True, collective: bool = True):
@@ -433,24 +493,21 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
     barrier then, since the other ranks may have finished.
     """
     profile = cfg["_PROFILE"]
+    precision = device_precision(cfg)
     if profile == "unsloth":
-        try:
-            import unsloth  # noqa: F401  (must be imported before trl / transformers)
-            from unsloth import FastLanguageModel
-        except ImportError as exc:
-            raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
-                             "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+        FastLanguageModel = import_unsloth().FastLanguageModel
         model, tok = FastLanguageModel.from_pretrained(str(init_from or cfg["MODEL_NAME"]), max_seq_length=cfg["MAX_SEQ_LENGTH"],
-                                                       load_in_4bit=cfg["LOAD_IN_4BIT"])
+                                                       load_in_4bit=cfg["LOAD_IN_4BIT"], dtype=torch_dtype(precision))
         if init_from is None and cfg["USE_LORA"]:
             model = FastLanguageModel.get_peft_model(
                 model, r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, random_state=cfg["SEED"],
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                 use_gradient_checkpointing="unsloth")
+        _fp32_trainable(model)
         return model, _prepare_tokenizer(tok)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if profile == "cpu":
         base = Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model")
@@ -460,24 +517,35 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
             barrier()  # the other ranks load what rank 0 built
         if banner:
             log(cpu_banner(cfg, base))
-        name, dtype = str(base), torch.float32
+        name, device = str(base), "cpu"
     else:
         if not torch.cuda.is_available():
             raise SystemExit("DEVICE_PROFILE=peft needs a CUDA GPU; use --DEVICE_PROFILE=cpu for a pipeline check")
-        name = cfg["MODEL_NAME"]
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        name, device = cfg["MODEL_NAME"], "cuda"
     tok = AutoTokenizer.from_pretrained(name)
+    return load_transformers_model(name, cfg, precision, device, init_from), _prepare_tokenizer(tok)
+
+
+def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, device: str,
+                            init_from: str | Path | None = None):
+    """The transformers (+ PEFT) model of the peft and cpu profiles, trainable weights fp32.
+
+    ``init_from``: a stage directory (full weights, or a LoRA adapter on top of ``name``).
+    """
+    from transformers import AutoModelForCausalLM
+
     is_adapter = init_from is not None and (Path(init_from) / "adapter_config.json").exists()
+    dtype = torch_dtype(weight_precision(precision, cfg["USE_LORA"] or is_adapter))
     model = AutoModelForCausalLM.from_pretrained(str(init_from) if init_from and not is_adapter else name, dtype=dtype)
-    if profile != "cpu":
-        model.to("cuda")
+    model.to(device)
     if is_adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(init_from), is_trainable=True)
     elif cfg["USE_LORA"]:
         model = _apply_lora(model, cfg)
-    return model, _prepare_tokenizer(tok)
+    _fp32_trainable(model)
+    return model
 
 
 def _prepare_tokenizer(tok):
@@ -1054,14 +1122,14 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     if report == "auto":
         report = "tensorboard" if importlib.util.find_spec("tensorboard") else "none"
     cuda = torch.cuda.is_available() and cfg["_PROFILE"] != "cpu"
-    bf16 = cuda and torch.cuda.is_bf16_supported()
+    precision = device_precision(cfg)  # autocast over fp32 trainable weights (see weight_precision)
     kwargs = dict(
         output_dir=str(output_dir), learning_rate=lrs[min(stage - 1, len(lrs) - 1)],
         per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
         num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
         temperature=cfg["TEMPERATURE"], beta=cfg["BETA"], reward_weights=[float(w) for w in cfg["REWARD_WEIGHTS"]],
         num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
-        report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=bf16, fp16=cuda and not bf16,
+        report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=precision == "bf16", fp16=precision == "fp16",
         use_cpu=not cuda, remove_unused_columns=False,
         disable_tqdm=not is_main_process(),
     )

@@ -318,6 +318,35 @@ def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
     assert str(err.value).startswith("N_STAGES")
 
 
+@pytest.mark.parametrize("capability, expected", [
+    ((7, 5), "fp16"),  # T4: torch.cuda.is_bf16_supported() says True, but bf16 is only emulated
+    ((7, 0), "fp16"), ((6, 1), "fp16"), ((8, 0), "bf16"), ((8, 6), "bf16"), ((9, 0), "bf16"), (None, "fp32"),
+])
+def test_choose_precision_from_the_compute_capability(capability, expected):
+    assert T.choose_precision(capability) == expected
+
+
+def test_trained_weights_are_fp32_only_a_lora_base_is_half():
+    for precision in ("fp32", "bf16", "fp16"):
+        assert T.weight_precision(precision, lora=False) == "fp32"
+        assert T.weight_precision(precision, lora=True) == precision
+
+
+def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
+    assert T.resolve_profile("auto", 1, use_lora=True) == "unsloth"
+    assert T.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
+    assert T.resolve_profile("auto", 2, use_lora=True) == "peft"
+    with pytest.raises(T.ConfigError, match="^USE_LORA"):
+        T.build_config(["--USE_LORA=False", "--DEVICE_PROFILE=unsloth"])
+
+
 def test_main_config_error_returns_2_with_one_line(capsys):
     assert T.main(["--BOGUS=1"]) == 2
     err = capsys.readouterr().err
