@@ -1422,6 +1422,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    if cfg["_PROFILE"] == "unsloth" and world > 1:
+        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
+        cfg["_PROFILE"] = "peft"
+    if cfg["_PROFILE"] == "unsloth":
+        import_unsloth()  # before anything imports transformers, trl or peft: Unsloth patches them
     check_vllm(cfg)
     init_distributed()
     configure_feedback(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
@@ -1444,9 +1449,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     random.seed(cfg["SEED"])
     set_seed(cfg["SEED"])
-    if cfg["_PROFILE"] == "unsloth" and world > 1:
-        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
-        cfg["_PROFILE"] = "peft"
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
         f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
     out = Path(cfg["OUTPUT_DIR"])

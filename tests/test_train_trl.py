@@ -367,6 +367,56 @@ def test_main_config_error_imports_no_model_stack(tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing written
 
 
+FAKE_UNSLOTH = """
+import json, os, sys
+with open(os.environ["FAKE_UNSLOTH_RECORD"], "w") as fh:  # what was imported before Unsloth
+    json.dump([m for m in ("transformers", "trl", "peft") if m in sys.modules], fh)
+
+class FastLanguageModel:
+    @staticmethod
+    def from_pretrained(*args, **kwargs):
+        raise SystemExit("fake unsloth: stop before loading a model")
+"""
+
+
+@pytest.mark.parametrize("how", ["explicit", "auto_with_gpu"])
+def test_main_imports_unsloth_before_transformers_trl_and_peft(tmp_path, how):
+    """A fake ``unsloth`` on the path records which of transformers/trl/peft were already
+    imported when it was; a fresh interpreter per case, so the import state is clean."""
+    fake = tmp_path / "fake"
+    (fake / "unsloth").mkdir(parents=True)
+    (fake / "unsloth" / "__init__.py").write_text(FAKE_UNSLOTH)
+    record = tmp_path / "record.json"
+    argv = [f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}"]
+    if how == "explicit":
+        argv.append("--DEVICE_PROFILE=unsloth")
+        patch = ""
+    else:  # DEVICE_PROFILE=auto on a machine with a GPU (faked) and Unsloth importable
+        patch = ("import torch; torch.cuda.is_available = lambda: True; "
+                 "torch.cuda.get_device_capability = lambda *a: (8, 0); ")
+    code = (f"import sys; {patch}sys.path.insert(0, {str(ROOT / 'scripts')!r}); import train_trl as T; "
+            f"sys.exit(T.main({argv!r}))")
+    env = {**os.environ, "PYTHONPATH": str(fake), "FAKE_UNSLOTH_RECORD": str(record),
+           "LIFESTACK_FEEDBACK_DB": str(tmp_path / "fb.sqlite3"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "fake unsloth: stop before loading a model" in proc.stderr, proc.stdout + proc.stderr
+    assert json.loads(record.read_text()) == []
+
+
+def test_main_without_the_unsloth_profile_never_imports_unsloth(tmp_path):
+    fake = tmp_path / "fake"
+    (fake / "unsloth").mkdir(parents=True)
+    (fake / "unsloth" / "__init__.py").write_text(FAKE_UNSLOTH)
+    record = tmp_path / "record.json"
+    argv = ["--DEVICE_PROFILE=peft", f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}"]
+    code = f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import train_trl as T; sys.exit(T.main({argv!r}))"
+    env = {**os.environ, "PYTHONPATH": str(fake), "FAKE_UNSLOTH_RECORD": str(record),
+           "LIFESTACK_FEEDBACK_DB": str(tmp_path / "fb.sqlite3"), "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "DEVICE_PROFILE=peft needs a CUDA GPU" in proc.stderr, proc.stdout + proc.stderr
+    assert not record.exists()
+
+
 # ====================================================================================
 # Dataset
 # ====================================================================================
