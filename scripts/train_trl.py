@@ -273,9 +273,16 @@ def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None =
     validate_config(cfg, world_size)  # catch bad values before touching torch
     cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size, cfg["USE_LORA"])
     if cfg["_PROFILE"] == "cpu":
+        replaced = []
         for key, value in cfg["CPU_PROFILE"].items():
             if key not in overrides:
-                cfg[key] = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+                value = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+                if value != cfg[key]:
+                    replaced.append(f"[setup]   {key}: {cfg[key]!r} -> {value!r}")
+                cfg[key] = value
+        if replaced:  # an edited constant must not be swapped out silently
+            log(f"[setup] the CPU profile replaced {len(replaced)} constants (CPU_PROFILE; a --KEY=value "
+                "on the command line keeps yours):\n" + "\n".join(replaced))
     validate_config(cfg, world_size)
     return cfg
 

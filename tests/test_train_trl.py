@@ -300,6 +300,23 @@ def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
     assert T.default_config() == DEFAULTS  # nothing leaked into the constants
 
 
+def test_build_config_prints_what_the_cpu_profile_replaced(monkeypatch, capsys):
+    monkeypatch.setattr(T, "TEMPERATURE", 0.9)  # a user edited the constants block...
+    monkeypatch.setattr(T, "N_PROMPTS_PER_STAGE", 40)
+    cfg = T.build_config(["--N_PROMPTS_PER_STAGE=32"], profile="cpu")  # ...and overrode one of them
+    out = capsys.readouterr().out
+    assert cfg["TEMPERATURE"] == T.CPU_PROFILE["TEMPERATURE"] and cfg["N_PROMPTS_PER_STAGE"] == 32
+    assert "[setup]   TEMPERATURE: 0.9 -> 0.7" in out
+    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [0.0002]" in out
+    assert "N_PROMPTS_PER_STAGE" not in out  # the command line wins, so nothing was replaced
+    assert "N_EVAL_EPISODES" not in out  # the profile's value equals the default: not a replacement
+    changed = [k for k, v in T.CPU_PROFILE.items() if k != "N_PROMPTS_PER_STAGE" and v != T.default_config()[k]]
+    assert f"the CPU profile replaced {len(changed)} constants" in out
+    assert out.count("\n[setup]   ") == len(changed)
+    T.build_config([], profile="peft")
+    assert capsys.readouterr().out == ""  # the GPU profiles replace nothing
+
+
 def test_build_config_gpu_profile_keeps_defaults():
     cfg = T.build_config([], profile="peft")
     assert cfg.pop("_PROFILE") == "peft"
