@@ -74,7 +74,8 @@ PLOT_PATH = "grpo_reward_curve.png"
 CURVES_PATH = "grpo_training_curves.png"
 N_EVAL_EPISODES = 50  # final evaluation episodes (difficulty 1 -> 5, domains alternating)
 SEED = 42
-RESUME = True  # pick up at the first unfinished stage / last step checkpoint
+RESUME = True  # pick up at the first unfinished stage / last step checkpoint (False: move the old run aside)
+RESUME_ANY_CONFIG = False  # resume even a run whose recorded settings differ from these
 SAVE_MERGED = False  # also save a merged (adapter folded in) copy of the final model
 USE_VLLM = False  # TRL's vLLM generation (GPU + `pip install vllm`)
 VLLM_MODE = "colocate"  # colocate: vLLM shares each training GPU | server: `trl vllm-serve` elsewhere
@@ -1171,17 +1172,131 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+# The settings that change what a run trains. N_STAGES is not one of them (raising it
+# extends a finished run), nor are paths, logging, evaluation episodes or vLLM.
+RUN_SETTING_KEYS = (
+    "MODEL_NAME", "_PROFILE", "USE_LORA", "LORA_RANK", "LORA_ALPHA", "LOAD_IN_4BIT", "SEED", "START_DIFFICULTY",
+    "N_PROMPTS_PER_STAGE", "ADVANCE_THRESHOLD", "N_EVAL_PROMPTS", "LEARNING_RATES", "NUM_GENERATIONS",
+    "MAX_COMPLETION_LENGTH", "TEMPERATURE", "BETA", "REWARD_WEIGHTS", "WARM_START_SFT_STEPS", "WARM_START_LR",
+)
+
+
+def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a curriculum state records about the configuration that wrote it."""
+    settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
+    settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
+    settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
+    return settings
+
+
+def config_fingerprint(settings: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fresh_state(cfg: dict[str, Any]) -> dict[str, Any]:
+    settings = run_settings(cfg)
+    return {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False,
+            "fingerprint": config_fingerprint(settings), "settings": settings}
+
+
+def settings_mismatch(recorded: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+    """``None`` when a recorded state belongs to this configuration, else what differs."""
+    current = run_settings(cfg)
+    if "fingerprint" not in recorded:
+        return "it records no settings (written by an older version of this script)"
+    if recorded["fingerprint"] == config_fingerprint(current):
+        return None
+    old = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    diffs = [f"{key} {old.get(key, '(not recorded)')!r} -> {current[key]!r}" for key in current if old.get(key) != current[key]]
+    return "; ".join(diffs) or "its fingerprint differs"
+
+
 def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
-    fresh = {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False}
+    """The state to continue from: a fresh one, or (RESUME) the recorded one when it was
+    written by the same settings. A different configuration stops the run, in one line,
+    unless RESUME_ANY_CONFIG; the state then records this run's settings from now on."""
+    fresh = fresh_state(cfg)
     if not cfg["RESUME"] or not path.exists():
         return fresh
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         if state.get("version") != 1 or not isinstance(state.get("stages"), list):
             raise ValueError("unknown layout")
-        return state
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, AttributeError) as exc:
         raise SystemExit(f"{path}: unreadable curriculum state ({exc}); delete it or run with --RESUME=False") from None
+    mismatch = settings_mismatch(state, cfg)
+    if mismatch is not None:
+        if not cfg["RESUME_ANY_CONFIG"]:
+            raise SystemExit(f"{path}: written by a different configuration ({mismatch}); rerun with those settings, "
+                             "--RESUME=False to start over (the old run is moved aside), or --RESUME_ANY_CONFIG=True "
+                             "to resume it anyway")
+        log(f"[setup] RESUME_ANY_CONFIG: resuming {path} although its configuration differs ({mismatch})")
+        state.update(fingerprint=fresh["fingerprint"], settings=fresh["settings"])
+    return state
+
+
+RUN_LOGS = ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl")
+
+
+def archive_previous_run(out: Path, log_dir: Path, stamp: str | None = None) -> Path | None:
+    """Move a previous run out of the way of a fresh one (``RESUME=False``).
+
+    Moved to ``out/previous_run_<stamp>/``: ``curriculum_state.json``, the ``stage_N``
+    directories (with any step checkpoints), ``merged/``, the final-save files the state
+    lists, and the run's logs (under ``logs/``). Nothing else in ``out`` is touched (the CPU
+    profile's base model, earlier archives, files of your own). Returns the archive, or
+    ``None`` when there was nothing to move.
+    """
+    names: list[str] = []
+    state_path = out / "curriculum_state.json"
+    if state_path.is_file():
+        names.append(state_path.name)
+        try:
+            listed = json.loads(state_path.read_text(encoding="utf-8")).get("final_files", [])
+        except (OSError, ValueError, AttributeError):
+            listed = []
+        names += [n for n in listed if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")]
+    if out.is_dir():
+        names += sorted(p.name for p in out.iterdir() if p.is_dir() and re.fullmatch(r"stage_\d+|merged", p.name))
+    names = [n for n in dict.fromkeys(names) if (out / n).exists()]
+    logs = [log_dir / n for n in RUN_LOGS if (log_dir / n).is_file()]
+    if not names and not logs:
+        return None
+    dest = out / f"previous_run_{stamp or time.strftime('%Y%m%d-%H%M%S')}"
+    base, i = dest, 1
+    while dest.exists():
+        dest, i = base.with_name(f"{base.name}_{i}"), i + 1
+    dest.mkdir(parents=True)
+    for name in names:
+        os.replace(out / name, dest / name)
+    if logs:
+        (dest / "logs").mkdir()
+        for path in logs:
+            shutil.move(str(path), str(dest / "logs" / path.name))  # LOG_DIR may be on another filesystem
+    return dest
+
+
+def start_run(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The curriculum state this run starts from, recorded before any training.
+
+    ``RESUME=False`` first moves the previous run aside (rank 0), so that an interrupted
+    fresh run followed by a plain rerun can never continue the old run. Writing the state
+    now (with the settings fingerprint) also lets a resume inside stage 1 check them.
+    """
+    out = Path(cfg["OUTPUT_DIR"])
+    state_path = out / "curriculum_state.json"
+    if is_main_process() and not cfg["RESUME"]:
+        moved = archive_previous_run(out, Path(cfg["LOG_DIR"]))
+        if moved is not None:
+            log(f"[setup] RESUME=False: the previous run (state, stage directories, final model, logs) moved to {moved}")
+    barrier()
+    state = load_curriculum_state(state_path, cfg)
+    if is_main_process():
+        write_json_atomic(state_path, state)
+    barrier()
+    return state
 
 
 def last_checkpoint(directory: Path) -> str | None:
@@ -1202,13 +1317,29 @@ def save_model(model, tokenizer, directory: Path) -> None:
     tokenizer.save_pretrained(directory)
 
 
-def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty."""
+def save_final(model, tokenizer, out: Path) -> list[str]:
+    """Save the final model and tokenizer into ``out``; returns the file names written."""
+    tmp = out / ".final_save"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(model, tokenizer, tmp)
+    names = sorted(p.name for p in tmp.iterdir())
+    for name in names:
+        os.replace(tmp / name, out / name)
+    tmp.rmdir()
+    return names
+
+
+def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty.
+
+    ``state``: where to start (``start_run``'s); by default read as ``load_curriculum_state`` does.
+    """
     from trl import GRPOTrainer
 
     out = Path(cfg["OUTPUT_DIR"])
     state_path = out / "curriculum_state.json"
-    state = load_curriculum_state(state_path, cfg)
+    if state is None:
+        state = load_curriculum_state(state_path, cfg)
     RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
     if state["next_stage"] > cfg["N_STAGES"]:
         log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
@@ -1271,8 +1402,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
         barrier()
     state["finished"] = True
     if is_main_process():
+        state["final_files"] = save_final(model, tokenizer, out)  # listed so that RESUME=False can move them
         write_json_atomic(state_path, state)
-        save_model(model, tokenizer, out)
         if cfg["SAVE_MERGED"] and hasattr(_unwrap(model), "merge_and_unload"):
             import copy
 
@@ -1459,8 +1590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
         f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
     out = Path(cfg["OUTPUT_DIR"])
-    state_path = out / "curriculum_state.json"
-    prior = load_curriculum_state(state_path, cfg)
+    prior = start_run(cfg)
     done_stages = prior["next_stage"] - 1
     init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
@@ -1473,7 +1603,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
     elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
-    model, _state = train_curriculum(model, tokenizer, cfg)
+    model, _state = train_curriculum(model, tokenizer, cfg, prior)
     evaluate_and_plot(model, tokenizer, cfg)
     close_generation_log()
     return 0

@@ -112,7 +112,8 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert not (tmp_path / "lifestack_model" / "curriculum_state.json").exists()
+    state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
+    assert state["next_stage"] == 1 and state["stages"] == [] and state["fingerprint"]  # written before training
 
     resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
     assert "resuming from" in resumed.stdout and "checkpoint-" in resumed.stdout

@@ -1039,6 +1039,115 @@ def test_last_checkpoint_picks_the_highest_number(tmp_path):
     assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
 
 
+# ------------------------------------------------------------------------------------
+# resume: the settings fingerprint, moving the previous run aside
+# ------------------------------------------------------------------------------------
+def run_cfg(tmp_path, *argv, profile="cpu"):
+    return T.build_config([f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}", *argv], profile=profile)
+
+
+def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
+    cfg = run_cfg(tmp_path)
+    base = T.config_fingerprint(T.run_settings(cfg))
+    for change in [{"N_STAGES": 9}, {"OUTPUT_DIR": "elsewhere"}, {"LOG_DIR": "x"}, {"N_EVAL_EPISODES": 3},
+                   {"SAVE_STEPS": 7}, {"RESUME": False}, {"RESUME_ANY_CONFIG": True}, {"LOG_INTERVAL": 5},
+                   {"PER_DEVICE_BATCH_SIZE": 8, "GRAD_ACCUM_STEPS": 2}]:  # 8 x 2 = 16 x 1: the same steps
+        assert T.config_fingerprint(T.run_settings({**cfg, **change})) == base, change
+    changes = {"MODEL_NAME": "org/other", "_PROFILE": "peft", "USE_LORA": True, "LORA_RANK": 8, "LORA_ALPHA": 16,
+               "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
+               "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
+               "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
+               "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8}
+    assert set(changes) >= set(T.RUN_SETTING_KEYS)
+    for key, value in changes.items():
+        assert T.config_fingerprint(T.run_settings({**cfg, key: value})) != base, key
+    assert T.run_settings(cfg)["REWARD_FUNCTIONS"] == list(T.REWARD_NAMES)
+
+
+def test_resume_refuses_a_state_of_another_configuration(tmp_path, capsys):
+    cfg = run_cfg(tmp_path)
+    path = tmp_path / "out" / "curriculum_state.json"
+    state = {**T.fresh_state(cfg), "next_stage": 3, "stages": [{"stage": 1}, {"stage": 2}]}
+    T.write_json_atomic(path, state)
+    assert T.load_curriculum_state(path, run_cfg(tmp_path, "--N_STAGES=8")) == state  # N_STAGES extends a run
+    with pytest.raises(SystemExit) as err:
+        T.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(str(path))
+    assert "LEARNING_RATES [0.0002] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
+    assert "--RESUME=False" in msg and "--RESUME_ANY_CONFIG=True" in msg
+    assert "TEMPERATURE" not in msg  # only what differs
+    fresh = T.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
+    assert fresh["next_stage"] == 1 and fresh["stages"] == []
+    capsys.readouterr()
+    other = run_cfg(tmp_path, "--SEED=7", "--RESUME_ANY_CONFIG=True")
+    resumed = T.load_curriculum_state(path, other)
+    assert resumed["next_stage"] == 3 and resumed["fingerprint"] == T.config_fingerprint(T.run_settings(other))
+    assert "RESUME_ANY_CONFIG: resuming" in capsys.readouterr().out
+
+
+def test_resume_refuses_a_state_without_settings(tmp_path):
+    cfg = run_cfg(tmp_path)
+    path = tmp_path / "curriculum_state.json"
+    T.write_json_atomic(path, {"version": 1, "next_stage": 2, "difficulty": 1, "stages": [{"stage": 1}], "finished": False})
+    with pytest.raises(SystemExit, match="records no settings"):
+        T.load_curriculum_state(path, cfg)
+    assert T.load_curriculum_state(path, {**cfg, "RESUME_ANY_CONFIG": True})["next_stage"] == 2
+
+
+def make_old_run(out: Path, logs: Path, cfg) -> None:
+    """A finished 5-stage run as the script leaves it, plus things that are not the run's."""
+    for d in ("stage_1/checkpoints/checkpoint-2", "stage_2", "stage_5", "merged", "cpu_base_model", "previous_run_x",
+              "stage_x"):
+        (out / d).mkdir(parents=True)
+    for f in ("adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "notes.txt"):
+        (out / f).write_text(f)
+    (logs).mkdir(parents=True)
+    for f in ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl", "other.jsonl"):
+        (logs / f).write_text("{}\n")
+    state = {**T.fresh_state(cfg), "next_stage": 6, "stages": [{"stage": i} for i in range(1, 6)], "finished": True,
+             "final_files": ["adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "../escape", "a/b", ""]}
+    T.write_json_atomic(out / "curriculum_state.json", state)
+
+
+def test_archive_previous_run_moves_the_run_and_nothing_else(tmp_path):
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    make_old_run(out, logs, run_cfg(tmp_path))
+    (tmp_path / "escape").write_text("outside the output directory")
+    dest = T.archive_previous_run(out, logs, stamp="20260101-000000")
+    assert dest == out / "previous_run_20260101-000000"
+    assert sorted(p.name for p in dest.iterdir()) == sorted([
+        "curriculum_state.json", "stage_1", "stage_2", "stage_5", "merged", "adapter_model.safetensors",
+        "adapter_config.json", "tokenizer.json", "logs"])
+    assert (dest / "stage_1" / "checkpoints" / "checkpoint-2").is_dir()
+    assert sorted(p.name for p in (dest / "logs").iterdir()) == ["eval_episodes.jsonl", "generations.jsonl",
+                                                                 "train_history.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["cpu_base_model", "notes.txt", dest.name, "previous_run_x", "stage_x"]
+    assert sorted(p.name for p in logs.iterdir()) == ["other.jsonl"]
+    assert (tmp_path / "escape").exists()
+    assert T.archive_previous_run(out, logs, stamp="20260101-000000") is None  # nothing left to move
+    (out / "stage_1").mkdir()
+    assert T.archive_previous_run(out, logs, stamp="20260101-000000") == out / "previous_run_20260101-000000_1"
+
+
+def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
+    """--RESUME=False over a finished run, killed inside stage 1, then a plain rerun: the
+    rerun continues the new run (stage 1), not the old one (all 5 stages done)."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    make_old_run(out, logs, run_cfg(tmp_path))
+    state = T.start_run(run_cfg(tmp_path, "--RESUME=False"))
+    assert "RESUME=False: the previous run" in capsys.readouterr().out
+    assert state["next_stage"] == 1 and state["stages"] == []
+    assert json.loads((out / "curriculum_state.json").read_text()) == state  # recorded before any training
+    assert not any(out.glob("stage_[0-9]*")) and not (out / "adapter_model.safetensors").exists()
+    (out / "stage_1" / "checkpoints" / "checkpoint-2").mkdir(parents=True)  # killed after one step checkpoint
+    rerun = T.start_run(run_cfg(tmp_path))
+    assert rerun["next_stage"] == 1 and rerun["stages"] == []
+    assert T.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")
+    with pytest.raises(SystemExit, match="different configuration"):
+        T.start_run(run_cfg(tmp_path, "--SEED=1"))  # and a resume inside stage 1 checks the settings too
+
+
 def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
     import importlib.util
 
