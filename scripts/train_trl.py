@@ -1317,6 +1317,56 @@ def save_model(model, tokenizer, directory: Path) -> None:
     tokenizer.save_pretrained(directory)
 
 
+def merge_method(model) -> str | None:
+    """How SAVE_MERGED folds a LoRA adapter into its base model.
+
+    - ``"unsloth_merged_16bit"``: an Unsloth model; its own ``save_pretrained_merged(...,
+      save_method="merged_16bit")`` dequantises a 4-bit base and writes 16-bit weights.
+    - ``"reload_16bit"``: a PEFT model over a quantised (4/8-bit) base: merging into the
+      quantised weights would round the adapter's small deltas away, so the base is
+      reloaded in 16-bit and the saved adapter merged into that (PEFT's advice).
+    - ``"merge"``: a PEFT model over a 16/32-bit base: ``merge_and_unload`` on a copy.
+    - ``None``: no adapter (full-weight training); nothing to merge.
+    """
+    core = _unwrap(model)
+    if hasattr(core, "save_pretrained_merged"):
+        return "unsloth_merged_16bit"
+    if not hasattr(core, "merge_and_unload"):
+        return None
+    base = core.get_base_model() if hasattr(core, "get_base_model") else core
+    quantised = (getattr(base, "is_loaded_in_4bit", False) or getattr(base, "is_loaded_in_8bit", False)
+                 or getattr(getattr(base, "config", None), "quantization_config", None) is not None)
+    return "reload_16bit" if quantised else "merge"
+
+
+def save_merged(model, tokenizer, directory: Path, cfg: dict[str, Any], adapter_dir: Path) -> str | None:
+    """Write a merged copy (adapter folded in) that plain ``from_pretrained`` loads; returns
+    the :func:`merge_method` used. ``adapter_dir`` holds the saved adapter (OUTPUT_DIR)."""
+    method = merge_method(model)
+    core = _unwrap(model)
+    if method == "unsloth_merged_16bit":
+        core.save_pretrained_merged(str(directory), tokenizer, save_method="merged_16bit")
+        return method
+    if method == "reload_16bit":
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        half = "bf16" if device_precision(cfg) == "bf16" else "fp16"
+        base_name = next(iter(core.peft_config.values())).base_model_name_or_path
+        base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch_dtype(half))
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    elif method == "merge":
+        import copy
+
+        merged = copy.deepcopy(core).merge_and_unload()
+    else:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return method
+
+
 def save_final(model, tokenizer, out: Path) -> list[str]:
     """Save the final model and tokenizer into ``out``; returns the file names written."""
     tmp = out / ".final_save"
@@ -1404,13 +1454,11 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
     if is_main_process():
         state["final_files"] = save_final(model, tokenizer, out)  # listed so that RESUME=False can move them
         write_json_atomic(state_path, state)
-        if cfg["SAVE_MERGED"] and hasattr(_unwrap(model), "merge_and_unload"):
-            import copy
-
-            merged = copy.deepcopy(_unwrap(model)).merge_and_unload()
-            merged.save_pretrained(out / "merged")
-            tokenizer.save_pretrained(out / "merged")
         log(f"[curriculum] final model and tokenizer saved to {out}")
+        if cfg["SAVE_MERGED"]:
+            method = save_merged(model, tokenizer, out / "merged", cfg, adapter_dir=out)
+            log(f"[curriculum] merged model ({method}) saved to {out / 'merged'}" if method else
+                f"[curriculum] SAVE_MERGED: no adapter to merge (full-weight training); {out} holds the full model")
     barrier()
     return model, state
 

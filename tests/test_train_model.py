@@ -124,3 +124,131 @@ def test_grpo_config_autocast_flags_follow_the_precision(monkeypatch, tmp_path, 
     monkeypatch.setattr(T, "device_precision", lambda _cfg: precision)
     args = T.grpo_config(cfg, 1, tmp_path / "ckpt")
     assert (args.bf16, args.fp16) == (bf16, fp16)
+
+
+# ------------------------------------------------------------------------------------
+# LoRA on CPU: adapters saved, resumed, merged; the base evaluation without the adapter
+# ------------------------------------------------------------------------------------
+def lora_model(tmp_path, base):
+    """The CPU profile with --USE_LORA=True, adapters moved away from their zero start."""
+    cfg = cfg_for("cpu", tmp_path, base, "--USE_LORA=True")
+    model, tok = T.load_model(cfg, banner=False)
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.copy_(torch.randn(param.shape, generator=g) * 0.5)
+    return cfg, model, tok
+
+
+def logits(model):
+    model.eval()
+    with torch.no_grad():
+        return model(input_ids=input_batch(3)).logits.float()
+
+
+def test_lora_stage_save_resumes_the_same_adapter(tmp_path, tiny_base):
+    cfg, model, tok = lora_model(tmp_path, tiny_base)
+    stage = tmp_path / "out" / "stage_2"
+    T.save_model(model, tok, stage)
+    assert (stage / "adapter_config.json").exists() and (stage / "adapter_model.safetensors").exists()
+    assert not (stage / "model.safetensors").exists()  # an adapter, not a full copy
+    resumed, _tok = T.load_model(cfg, init_from=stage, banner=False)
+    assert torch.allclose(logits(resumed), logits(model))
+    trainable = {n for n, p in resumed.named_parameters() if p.requires_grad}
+    assert trainable and all("lora_" in n for n in trainable)
+
+
+def test_save_merged_loads_with_plain_transformers_and_matches_base_plus_adapter(tmp_path, tiny_base):
+    from transformers import AutoModelForCausalLM
+
+    cfg, model, tok = lora_model(tmp_path, tiny_base)
+    expected = logits(model)
+    assert not torch.allclose(expected, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))))  # the adapter matters
+    assert T.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "unused") == "merge"
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    assert not hasattr(merged, "peft_config")
+    assert torch.allclose(logits(merged), expected, atol=1e-5)
+    assert torch.allclose(logits(model), expected)  # the trained model itself still carries its adapter
+
+
+def test_save_merged_over_a_quantised_base_reloads_the_base_in_16_bit(tmp_path, tiny_base):
+    """A 4-bit base cannot be built on CPU; the flag bitsandbytes sets stands in for it."""
+    from transformers import AutoModelForCausalLM
+
+    cfg, model, tok = lora_model(tmp_path, tiny_base)
+    expected = logits(model)
+    T.save_model(model, tok, tmp_path / "out")  # the final save: the adapter the merge reads
+    model.get_base_model().is_loaded_in_4bit = True
+    assert T.merge_method(model) == "reload_16bit"
+    assert T.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "out") == "reload_16bit"
+    merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
+    assert merged.dtype == torch.float16  # 16-bit weights (fp16: this machine has no bf16 GPU)
+    assert torch.allclose(logits(merged.float()), expected, atol=2e-2, rtol=2e-2)
+
+
+class FakeUnslothModel:
+    """What Unsloth returns: a PEFT model that also has save_pretrained_merged."""
+
+    def __init__(self):
+        self.calls = []
+
+    def merge_and_unload(self):
+        raise AssertionError("an Unsloth model is merged by Unsloth, not by PEFT")
+
+    def save_pretrained_merged(self, directory, tokenizer, save_method):
+        self.calls.append((directory, tokenizer, save_method))
+
+
+class FakePeft:
+    def __init__(self, base):
+        self.base = base
+
+    def merge_and_unload(self):
+        return self.base
+
+    def get_base_model(self):
+        return self.base
+
+
+def test_merge_method_decision_with_fake_models(tmp_path):
+    from types import SimpleNamespace
+
+    unsloth = FakeUnslothModel()
+    assert T.merge_method(unsloth) == "unsloth_merged_16bit"
+    assert T.merge_method(SimpleNamespace(module=unsloth)) == "unsloth_merged_16bit"  # DDP-wrapped
+    cfg = T.build_config([], profile="unsloth")
+    assert T.save_merged(unsloth, "TOKENIZER", tmp_path / "merged", cfg, tmp_path) == "unsloth_merged_16bit"
+    assert unsloth.calls == [(str(tmp_path / "merged"), "TOKENIZER", "merged_16bit")]
+    four_bit = SimpleNamespace(is_loaded_in_4bit=True, config=SimpleNamespace())
+    eight_bit = SimpleNamespace(is_loaded_in_8bit=True, config=SimpleNamespace())
+    bnb_config = SimpleNamespace(config=SimpleNamespace(quantization_config={"load_in_4bit": True}))
+    plain = SimpleNamespace(config=SimpleNamespace(quantization_config=None))
+    assert [T.merge_method(FakePeft(b)) for b in (four_bit, eight_bit, bnb_config, plain)] == [
+        "reload_16bit", "reload_16bit", "reload_16bit", "merge"]
+    full = SimpleNamespace(config=SimpleNamespace())  # full-weight training: no adapter
+    assert T.merge_method(full) is None
+    assert T.save_merged(full, "TOKENIZER", tmp_path / "none", cfg, tmp_path) is None
+    assert not (tmp_path / "none").exists()
+
+
+def test_base_model_evaluation_runs_with_the_adapter_disabled(tmp_path, tiny_base, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    cfg, model, tok = lora_model(tmp_path, tiny_base)
+    cfg.update(PLOT_PATH=str(tmp_path / "curve.png"), CURVES_PATH=str(tmp_path / "curves.png"), N_EVAL_EPISODES=2)
+    seen = []
+
+    def fake_episodes(m, _tok, _cfg, n, seed):
+        seen.append(logits(m))
+        return [{"episode": i, "difficulty": 1, "domain": "flight_crisis", "seed": seed + i, "reward": 0.0, "steps": 1,
+                 "outcome": None, "valid_json_rate": 0.0} for i in range(n)]
+
+    monkeypatch.setattr(T, "run_episodes", fake_episodes)
+    monkeypatch.setattr(T, "load_model", lambda *a, **k: pytest.fail("the base must not be reloaded for a LoRA model"))
+    T.evaluate_and_plot(model, tok, cfg)
+    trained, base = seen
+    assert torch.allclose(trained, logits(model))
+    assert torch.allclose(base, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))), atol=1e-6)
+    assert not torch.allclose(trained, base)
+    assert torch.allclose(logits(model), trained)  # the adapter is back on afterwards
