@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Proof of learning on CPU: does the GRPO curriculum improve a (warm-started) policy?
 
-    python scripts/learning_check.py                  # 3 seeds, ~15 minutes on 2 cores
+    python scripts/learning_check.py                  # 3 seeds (10 min 10 s on 2 cores: docs/learning.md)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
 
 For each seed: build the CPU profile's tiny Qwen2 model, warm-start it with a short

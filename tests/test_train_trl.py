@@ -1000,6 +1000,20 @@ def test_rolling_mean():
     assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
 
 
+def test_reward_plot_threshold_line_follows_advance_threshold(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    lines = []
+    real = Axes.axhline
+    monkeypatch.setattr(Axes, "axhline", lambda self, y=0, *a, **k: lines.append((y, k.get("label"))) or real(self, y, *a, **k))
+    rows = [{"episode": i, "reward": 0.1 * i} for i in range(3)]
+    T.plot_reward_curve(rows, rows, tmp_path / "curve.png", threshold=0.35)
+    assert lines == [(0.35, "curriculum threshold 0.35")] and (tmp_path / "curve.png").exists()
+
+
 def test_write_json_atomic_replaces_the_file(tmp_path):
     path = tmp_path / "state" / "curriculum_state.json"
     T.write_json_atomic(path, {"next_stage": 1, "stages": []})
