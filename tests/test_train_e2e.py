@@ -147,7 +147,8 @@ def test_two_process_data_parallel_training_with_torchrun(tmp_path):
 def test_lora_on_cpu_saves_adapters_resumes_and_merges(tmp_path):
     """--USE_LORA=True is honoured on CPU: adapter files per stage and at the end, a rerun
     with one more stage resumes from the stage-2 adapter, and SAVE_MERGED writes a plain
-    model with the logits of base + adapter. (About 40 s on 2 cores.)"""
+    model with the logits of base + adapter. (35 s on the 2-core machine with
+    OMP_NUM_THREADS=1, beside another training run.)"""
     lora = ("--USE_LORA=True", "--N_PROMPTS_PER_STAGE=8")
     first = train(tmp_path, *lora, "--N_STAGES=2")
     out = tmp_path / "lifestack_model"
