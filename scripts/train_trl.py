@@ -80,7 +80,8 @@ PLOT_PATH = "grpo_reward_curve.png"
 CURVES_PATH = "grpo_training_curves.png"
 N_EVAL_EPISODES = 50  # final evaluation episodes (difficulty 1 -> 5, domains alternating)
 SEED = 42
-RESUME = True  # pick up at the first unfinished stage / last step checkpoint
+RESUME = True  # pick up at the first unfinished stage / last step checkpoint (False: move the old run aside)
+RESUME_ANY_CONFIG = False  # resume even a run whose recorded settings differ from these
 SAVE_MERGED = False  # also save a merged (adapter folded in) copy of the final model
 USE_VLLM = False  # TRL's vLLM generation (GPU + `pip install vllm`)
 VLLM_MODE = "colocate"  # colocate: vLLM shares each training GPU | server: `trl vllm-serve` elsewhere
@@ -249,9 +250,12 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
          "must map constant names to values")
     if cfg["USE_VLLM"]:
         need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
+    need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
+         "full fine-tuning (USE_LORA=False) needs fp32 master weights, which this script loads in the peft "
+         "profile only; use --DEVICE_PROFILE=peft")
 
 
-def resolve_profile(requested: str, world_size: int = 1) -> str:
+def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) -> str:
     """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
     import importlib.util
 
@@ -261,9 +265,9 @@ def resolve_profile(requested: str, world_size: int = 1) -> str:
 
     if not torch.cuda.is_available():
         return "cpu"
-    if world_size == 1 and importlib.util.find_spec("unsloth") is not None:
+    if world_size == 1 and use_lora and importlib.util.find_spec("unsloth") is not None:
         return "unsloth"
-    return "peft"  # Unsloth is single-GPU: several processes use transformers + PEFT
+    return "peft"  # Unsloth is single-GPU and 4-bit LoRA here: else transformers + PEFT
 
 
 def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None = None) -> dict[str, Any]:
@@ -275,11 +279,18 @@ def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None =
     overrides = parse_overrides(argv, defaults)
     cfg = {**defaults, **overrides}
     validate_config(cfg, world_size)  # catch bad values before touching torch
-    cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size)
+    cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size, cfg["USE_LORA"])
     if cfg["_PROFILE"] == "cpu":
+        replaced = []
         for key, value in cfg["CPU_PROFILE"].items():
             if key not in overrides:
-                cfg[key] = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+                value = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+                if value != cfg[key]:
+                    replaced.append(f"[setup]   {key}: {cfg[key]!r} -> {value!r}")
+                cfg[key] = value
+        if replaced:  # an edited constant must not be swapped out silently
+            log(f"[setup] the CPU profile replaced {len(replaced)} constants (CPU_PROFILE; a --KEY=value "
+                "on the command line keeps yours):\n" + "\n".join(replaced))
     validate_config(cfg, world_size)
     return cfg
 
@@ -423,12 +434,69 @@ def cpu_banner(cfg: dict[str, Any], base_dir: Path) -> str:
     ])
 
 
+def choose_precision(capability: tuple[int, int] | None) -> str:
+    """Compute precision for a CUDA device of compute ``capability`` (``(major, minor)``;
+    ``None``: no GPU, so fp32).
+
+    bf16 only where the hardware has it (Ampere and later, major >= 8). A T4 (7.5) answers
+    True to ``torch.cuda.is_bf16_supported()`` but only emulates bf16, so it gets fp16.
+    """
+    if capability is None:
+        return "fp32"
+    return "bf16" if capability[0] >= 8 else "fp16"
+
+
+def device_precision(cfg: dict[str, Any]) -> str:
+    """This run's compute precision: fp32 in the CPU profile, else from the GPU's capability."""
+    if cfg["_PROFILE"] == "cpu":
+        return "fp32"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "fp32"
+    return choose_precision(tuple(torch.cuda.get_device_capability()))
+
+
+def weight_precision(precision: str, lora: bool) -> str:
+    """The dtype weights are loaded in. Trained weights are always fp32 master weights (the
+    half-precision compute comes from autocast, TRL's bf16/fp16 flags): at a learning rate
+    of 5e-6 most bf16 weight updates round away. Only a LoRA's frozen base may sit in the
+    compute precision; its adapters are fp32 (:func:`_fp32_trainable`)."""
+    return precision if lora else "fp32"
+
+
+def torch_dtype(precision: str):
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+
+
+def _fp32_trainable(model) -> None:
+    """Cast every trainable parameter to fp32 (PEFT usually does so already for adapters)."""
+    import torch
+
+    for param in model.parameters():
+        if param.requires_grad and param.dtype != torch.float32:
+            param.data = param.data.float()
+
+
 def _apply_lora(model, cfg: dict[str, Any]):
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, task_type="CAUSAL_LM",
                         target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
     return get_peft_model(model, config)
+
+
+def import_unsloth():
+    """Import Unsloth, or stop with an install hint. Unsloth patches transformers, trl and
+    peft when it is imported, so it must come before them: ``main`` calls this first."""
+    try:
+        import unsloth
+    except ImportError as exc:
+        raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
+                         "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+    return unsloth
 
 
 def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True, collective: bool = True):
@@ -440,24 +508,21 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
     barrier then, since the other ranks may have finished.
     """
     profile = cfg["_PROFILE"]
+    precision = device_precision(cfg)
     if profile == "unsloth":
-        try:
-            import unsloth  # noqa: F401  (must be imported before trl / transformers)
-            from unsloth import FastLanguageModel
-        except ImportError as exc:
-            raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
-                             "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+        FastLanguageModel = import_unsloth().FastLanguageModel
         model, tok = FastLanguageModel.from_pretrained(str(init_from or cfg["MODEL_NAME"]), max_seq_length=cfg["MAX_SEQ_LENGTH"],
-                                                       load_in_4bit=cfg["LOAD_IN_4BIT"])
+                                                       load_in_4bit=cfg["LOAD_IN_4BIT"], dtype=torch_dtype(precision))
         if init_from is None and cfg["USE_LORA"]:
             model = FastLanguageModel.get_peft_model(
                 model, r=cfg["LORA_RANK"], lora_alpha=cfg["LORA_ALPHA"], lora_dropout=0.0, random_state=cfg["SEED"],
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                 use_gradient_checkpointing="unsloth")
+        _fp32_trainable(model)
         return model, _prepare_tokenizer(tok)
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     if profile == "cpu":
         base = Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model")
@@ -467,24 +532,35 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
             barrier()  # the other ranks load what rank 0 built
         if banner:
             log(cpu_banner(cfg, base))
-        name, dtype = str(base), torch.float32
+        name, device = str(base), "cpu"
     else:
         if not torch.cuda.is_available():
             raise SystemExit("DEVICE_PROFILE=peft needs a CUDA GPU; use --DEVICE_PROFILE=cpu for a pipeline check")
-        name = cfg["MODEL_NAME"]
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        name, device = cfg["MODEL_NAME"], "cuda"
     tok = AutoTokenizer.from_pretrained(name)
+    return load_transformers_model(name, cfg, precision, device, init_from), _prepare_tokenizer(tok)
+
+
+def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, device: str,
+                            init_from: str | Path | None = None):
+    """The transformers (+ PEFT) model of the peft and cpu profiles, trainable weights fp32.
+
+    ``init_from``: a stage directory (full weights, or a LoRA adapter on top of ``name``).
+    """
+    from transformers import AutoModelForCausalLM
+
     is_adapter = init_from is not None and (Path(init_from) / "adapter_config.json").exists()
+    dtype = torch_dtype(weight_precision(precision, cfg["USE_LORA"] or is_adapter))
     model = AutoModelForCausalLM.from_pretrained(str(init_from) if init_from and not is_adapter else name, dtype=dtype)
-    if profile != "cpu":
-        model.to("cuda")
+    model.to(device)
     if is_adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(init_from), is_trainable=True)
     elif cfg["USE_LORA"]:
         model = _apply_lora(model, cfg)
-    return model, _prepare_tokenizer(tok)
+    _fp32_trainable(model)
+    return model
 
 
 def _prepare_tokenizer(tok):
@@ -1107,14 +1183,14 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     if report == "auto":
         report = "tensorboard" if importlib.util.find_spec("tensorboard") else "none"
     cuda = torch.cuda.is_available() and cfg["_PROFILE"] != "cpu"
-    bf16 = cuda and torch.cuda.is_bf16_supported()
+    precision = device_precision(cfg)  # autocast over fp32 trainable weights (see weight_precision)
     kwargs = dict(
         output_dir=str(output_dir), learning_rate=lrs[min(stage - 1, len(lrs) - 1)],
         per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
         num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
         temperature=cfg["TEMPERATURE"], beta=cfg["BETA"], reward_weights=[float(w) for w in cfg["REWARD_WEIGHTS"]],
         num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
-        report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=bf16, fp16=cuda and not bf16,
+        report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=precision == "bf16", fp16=precision == "fp16",
         use_cpu=not cuda, remove_unused_columns=False,
         disable_tqdm=not is_main_process(),
     )
@@ -1149,17 +1225,131 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
+# The settings that change what a run trains. N_STAGES is not one of them (raising it
+# extends a finished run), nor are paths, logging, evaluation episodes or vLLM.
+RUN_SETTING_KEYS = (
+    "MODEL_NAME", "_PROFILE", "USE_LORA", "LORA_RANK", "LORA_ALPHA", "LOAD_IN_4BIT", "SEED", "START_DIFFICULTY",
+    "N_PROMPTS_PER_STAGE", "ADVANCE_THRESHOLD", "N_EVAL_PROMPTS", "LEARNING_RATES", "NUM_GENERATIONS",
+    "MAX_COMPLETION_LENGTH", "TEMPERATURE", "BETA", "REWARD_WEIGHTS", "WARM_START_SFT_STEPS", "WARM_START_LR",
+)
+
+
+def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a curriculum state records about the configuration that wrote it."""
+    settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
+    settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
+    settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
+    return settings
+
+
+def config_fingerprint(settings: dict[str, Any]) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fresh_state(cfg: dict[str, Any]) -> dict[str, Any]:
+    settings = run_settings(cfg)
+    return {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False,
+            "fingerprint": config_fingerprint(settings), "settings": settings}
+
+
+def settings_mismatch(recorded: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+    """``None`` when a recorded state belongs to this configuration, else what differs."""
+    current = run_settings(cfg)
+    if "fingerprint" not in recorded:
+        return "it records no settings (written by an older version of this script)"
+    if recorded["fingerprint"] == config_fingerprint(current):
+        return None
+    old = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    diffs = [f"{key} {old.get(key, '(not recorded)')!r} -> {current[key]!r}" for key in current if old.get(key) != current[key]]
+    return "; ".join(diffs) or "its fingerprint differs"
+
+
 def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
-    fresh = {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False}
+    """The state to continue from: a fresh one, or (RESUME) the recorded one when it was
+    written by the same settings. A different configuration stops the run, in one line,
+    unless RESUME_ANY_CONFIG; the state then records this run's settings from now on."""
+    fresh = fresh_state(cfg)
     if not cfg["RESUME"] or not path.exists():
         return fresh
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
         if state.get("version") != 1 or not isinstance(state.get("stages"), list):
             raise ValueError("unknown layout")
-        return state
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, AttributeError) as exc:
         raise SystemExit(f"{path}: unreadable curriculum state ({exc}); delete it or run with --RESUME=False") from None
+    mismatch = settings_mismatch(state, cfg)
+    if mismatch is not None:
+        if not cfg["RESUME_ANY_CONFIG"]:
+            raise SystemExit(f"{path}: written by a different configuration ({mismatch}); rerun with those settings, "
+                             "--RESUME=False to start over (the old run is moved aside), or --RESUME_ANY_CONFIG=True "
+                             "to resume it anyway")
+        log(f"[setup] RESUME_ANY_CONFIG: resuming {path} although its configuration differs ({mismatch})")
+        state.update(fingerprint=fresh["fingerprint"], settings=fresh["settings"])
+    return state
+
+
+RUN_LOGS = ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl")
+
+
+def archive_previous_run(out: Path, log_dir: Path, stamp: str | None = None) -> Path | None:
+    """Move a previous run out of the way of a fresh one (``RESUME=False``).
+
+    Moved to ``out/previous_run_<stamp>/``: ``curriculum_state.json``, the ``stage_N``
+    directories (with any step checkpoints), ``merged/``, the final-save files the state
+    lists, and the run's logs (under ``logs/``). Nothing else in ``out`` is touched (the CPU
+    profile's base model, earlier archives, files of your own). Returns the archive, or
+    ``None`` when there was nothing to move.
+    """
+    names: list[str] = []
+    state_path = out / "curriculum_state.json"
+    if state_path.is_file():
+        names.append(state_path.name)
+        try:
+            listed = json.loads(state_path.read_text(encoding="utf-8")).get("final_files", [])
+        except (OSError, ValueError, AttributeError):
+            listed = []
+        names += [n for n in listed if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")]
+    if out.is_dir():
+        names += sorted(p.name for p in out.iterdir() if p.is_dir() and re.fullmatch(r"stage_\d+|merged", p.name))
+    names = [n for n in dict.fromkeys(names) if (out / n).exists()]
+    logs = [log_dir / n for n in RUN_LOGS if (log_dir / n).is_file()]
+    if not names and not logs:
+        return None
+    dest = out / f"previous_run_{stamp or time.strftime('%Y%m%d-%H%M%S')}"
+    base, i = dest, 1
+    while dest.exists():
+        dest, i = base.with_name(f"{base.name}_{i}"), i + 1
+    dest.mkdir(parents=True)
+    for name in names:
+        os.replace(out / name, dest / name)
+    if logs:
+        (dest / "logs").mkdir()
+        for path in logs:
+            shutil.move(str(path), str(dest / "logs" / path.name))  # LOG_DIR may be on another filesystem
+    return dest
+
+
+def start_run(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The curriculum state this run starts from, recorded before any training.
+
+    ``RESUME=False`` first moves the previous run aside (rank 0), so that an interrupted
+    fresh run followed by a plain rerun can never continue the old run. Writing the state
+    now (with the settings fingerprint) also lets a resume inside stage 1 check them.
+    """
+    out = Path(cfg["OUTPUT_DIR"])
+    state_path = out / "curriculum_state.json"
+    if is_main_process() and not cfg["RESUME"]:
+        moved = archive_previous_run(out, Path(cfg["LOG_DIR"]))
+        if moved is not None:
+            log(f"[setup] RESUME=False: the previous run (state, stage directories, final model, logs) moved to {moved}")
+    barrier()
+    state = load_curriculum_state(state_path, cfg)
+    if is_main_process():
+        write_json_atomic(state_path, state)
+    barrier()
+    return state
 
 
 def last_checkpoint(directory: Path) -> str | None:
@@ -1261,13 +1451,79 @@ def integrity_line(stage: int, report: dict[str, Any]) -> str:
             f"policy ({report['completions']} completions): {rates} | {tail}")
 
 
-def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty."""
+def merge_method(model) -> str | None:
+    """How SAVE_MERGED folds a LoRA adapter into its base model.
+
+    - ``"unsloth_merged_16bit"``: an Unsloth model; its own ``save_pretrained_merged(...,
+      save_method="merged_16bit")`` dequantises a 4-bit base and writes 16-bit weights.
+    - ``"reload_16bit"``: a PEFT model over a quantised (4/8-bit) base: merging into the
+      quantised weights would round the adapter's small deltas away, so the base is
+      reloaded in 16-bit and the saved adapter merged into that (PEFT's advice).
+    - ``"merge"``: a PEFT model over a 16/32-bit base: ``merge_and_unload`` on a copy.
+    - ``None``: no adapter (full-weight training); nothing to merge.
+    """
+    core = _unwrap(model)
+    if hasattr(core, "save_pretrained_merged"):
+        return "unsloth_merged_16bit"
+    if not hasattr(core, "merge_and_unload"):
+        return None
+    base = core.get_base_model() if hasattr(core, "get_base_model") else core
+    quantised = (getattr(base, "is_loaded_in_4bit", False) or getattr(base, "is_loaded_in_8bit", False)
+                 or getattr(getattr(base, "config", None), "quantization_config", None) is not None)
+    return "reload_16bit" if quantised else "merge"
+
+
+def save_merged(model, tokenizer, directory: Path, cfg: dict[str, Any], adapter_dir: Path) -> str | None:
+    """Write a merged copy (adapter folded in) that plain ``from_pretrained`` loads; returns
+    the :func:`merge_method` used. ``adapter_dir`` holds the saved adapter (OUTPUT_DIR)."""
+    method = merge_method(model)
+    core = _unwrap(model)
+    if method == "unsloth_merged_16bit":
+        core.save_pretrained_merged(str(directory), tokenizer, save_method="merged_16bit")
+        return method
+    if method == "reload_16bit":
+        from peft import PeftModel
+        from transformers import AutoModelForCausalLM
+
+        half = "bf16" if device_precision(cfg) == "bf16" else "fp16"
+        base_name = next(iter(core.peft_config.values())).base_model_name_or_path
+        base = AutoModelForCausalLM.from_pretrained(base_name, dtype=torch_dtype(half))
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    elif method == "merge":
+        import copy
+
+        merged = copy.deepcopy(core).merge_and_unload()
+    else:
+        return None
+    directory.mkdir(parents=True, exist_ok=True)
+    merged.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return method
+
+
+def save_final(model, tokenizer, out: Path) -> list[str]:
+    """Save the final model and tokenizer into ``out``; returns the file names written."""
+    tmp = out / ".final_save"
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_model(model, tokenizer, tmp)
+    names = sorted(p.name for p in tmp.iterdir())
+    for name in names:
+        os.replace(tmp / name, out / name)
+    tmp.rmdir()
+    return names
+
+
+def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty.
+
+    ``state``: where to start (``start_run``'s); by default read as ``load_curriculum_state`` does.
+    """
     from trl import GRPOTrainer
 
     out = Path(cfg["OUTPUT_DIR"])
     state_path = out / "curriculum_state.json"
-    state = load_curriculum_state(state_path, cfg)
+    if state is None:
+        state = load_curriculum_state(state_path, cfg)
     RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"], reward_weights=list(cfg["REWARD_WEIGHTS"]))
     if state["next_stage"] > cfg["N_STAGES"]:
         log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
@@ -1337,15 +1593,13 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any]) -> tuple[Any, dict[s
         barrier()
     state["finished"] = True
     if is_main_process():
+        state["final_files"] = save_final(model, tokenizer, out)  # listed so that RESUME=False can move them
         write_json_atomic(state_path, state)
-        save_model(model, tokenizer, out)
-        if cfg["SAVE_MERGED"] and hasattr(_unwrap(model), "merge_and_unload"):
-            import copy
-
-            merged = copy.deepcopy(_unwrap(model)).merge_and_unload()
-            merged.save_pretrained(out / "merged")
-            tokenizer.save_pretrained(out / "merged")
         log(f"[curriculum] final model and tokenizer saved to {out}")
+        if cfg["SAVE_MERGED"]:
+            method = save_merged(model, tokenizer, out / "merged", cfg, adapter_dir=out)
+            log(f"[curriculum] merged model ({method}) saved to {out / 'merged'}" if method else
+                f"[curriculum] SAVE_MERGED: no adapter to merge (full-weight training); {out} holds the full model")
     barrier()
     return model, state
 
@@ -1495,6 +1749,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
+    if cfg["_PROFILE"] == "unsloth" and world > 1:
+        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
+        cfg["_PROFILE"] = "peft"
+    if cfg["_PROFILE"] == "unsloth":
+        import_unsloth()  # before anything imports transformers, trl or peft: Unsloth patches them
     check_vllm(cfg)
     init_distributed()
     configure_feedback(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
@@ -1517,14 +1776,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     random.seed(cfg["SEED"])
     set_seed(cfg["SEED"])
-    if cfg["_PROFILE"] == "unsloth" and world > 1:
-        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
-        cfg["_PROFILE"] = "peft"
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
         f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
     out = Path(cfg["OUTPUT_DIR"])
-    state_path = out / "curriculum_state.json"
-    prior = load_curriculum_state(state_path, cfg)
+    prior = start_run(cfg)
     done_stages = prior["next_stage"] - 1
     init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
@@ -1537,7 +1792,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
     elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
-    model, _state = train_curriculum(model, tokenizer, cfg)
+    model, _state = train_curriculum(model, tokenizer, cfg, prior)
     evaluate_and_plot(model, tokenizer, cfg)
     close_generation_log()
     return 0

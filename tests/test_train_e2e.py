@@ -119,7 +119,8 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert not (tmp_path / "lifestack_model" / "curriculum_state.json").exists()
+    state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
+    assert state["next_stage"] == 1 and state["stages"] == [] and state["fingerprint"]  # written before training
 
     resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
     assert "resuming from" in resumed.stdout and "checkpoint-" in resumed.stdout
@@ -148,3 +149,39 @@ def test_two_process_data_parallel_training_with_torchrun(tmp_path):
     gens = read_jsonl(tmp_path / "training_logs" / "generations.jsonl")  # one writer: every line intact
     assert gens and len({g["evaluation"] for g in gens}) == len(gens)
     assert (tmp_path / "grpo_reward_curve.png").exists()
+
+
+def test_lora_on_cpu_saves_adapters_resumes_and_merges(tmp_path):
+    """--USE_LORA=True is honoured on CPU: adapter files per stage and at the end, a rerun
+    with one more stage resumes from the stage-2 adapter, and SAVE_MERGED writes a plain
+    model with the logits of base + adapter. (35 s on the 2-core machine with
+    OMP_NUM_THREADS=1, beside another training run.)"""
+    lora = ("--USE_LORA=True", "--N_PROMPTS_PER_STAGE=8")
+    first = train(tmp_path, *lora, "--N_STAGES=2")
+    out = tmp_path / "lifestack_model"
+    assert "[setup]   USE_LORA" not in first.stdout  # given on the command line: not replaced by the profile
+    for d in (out, out / "stage_1", out / "stage_2"):
+        assert (d / "adapter_config.json").exists() and (d / "adapter_model.safetensors").exists(), d
+        assert not (d / "model.safetensors").exists(), d  # adapters, not full copies
+    state = json.loads((out / "curriculum_state.json").read_text())
+    assert [d["steps"] for d in state["stages"]] == [8, 8] and state["settings"]["USE_LORA"] is True
+    assert "adapter_model.safetensors" in state["final_files"]
+
+    second = train(tmp_path, *lora, "--N_STAGES=3", "--SAVE_MERGED=True")
+    assert f"resuming after stage 2 from {Path('lifestack_model') / 'stage_2'}" in second.stdout
+    assert "[stage 3/3]" in second.stdout and "[stage 1/3]" not in second.stdout and "[stage 2/3]" not in second.stdout
+    assert "[warm start]" not in second.stdout
+    state = json.loads((out / "curriculum_state.json").read_text())
+    assert [d["stage"] for d in state["stages"]] == [1, 2, 3] and state["finished"]
+    assert (out / "stage_3" / "adapter_model.safetensors").exists()
+    assert "merged model (merge) saved to" in second.stdout
+
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    ids = torch.tensor([[5, 17, 300, 42, 99, 1000, 7, 64]])
+    with torch.no_grad():
+        merged = AutoModelForCausalLM.from_pretrained(str(out / "merged")).eval()
+        adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(str(tmp_path / "base")), str(out)).eval()
+        assert torch.allclose(merged(input_ids=ids).logits, adapted(input_ids=ids).logits, atol=1e-5)

@@ -301,6 +301,23 @@ def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
     assert T.default_config() == DEFAULTS  # nothing leaked into the constants
 
 
+def test_build_config_prints_what_the_cpu_profile_replaced(monkeypatch, capsys):
+    monkeypatch.setattr(T, "TEMPERATURE", 0.9)  # a user edited the constants block...
+    monkeypatch.setattr(T, "N_PROMPTS_PER_STAGE", 40)
+    cfg = T.build_config(["--N_PROMPTS_PER_STAGE=32"], profile="cpu")  # ...and overrode one of them
+    out = capsys.readouterr().out
+    assert cfg["TEMPERATURE"] == T.CPU_PROFILE["TEMPERATURE"] and cfg["N_PROMPTS_PER_STAGE"] == 32
+    assert "[setup]   TEMPERATURE: 0.9 -> 0.7" in out
+    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [0.0002]" in out
+    assert "N_PROMPTS_PER_STAGE" not in out  # the command line wins, so nothing was replaced
+    assert "N_EVAL_EPISODES" not in out  # the profile's value equals the default: not a replacement
+    changed = [k for k, v in T.CPU_PROFILE.items() if k != "N_PROMPTS_PER_STAGE" and v != T.default_config()[k]]
+    assert f"the CPU profile replaced {len(changed)} constants" in out
+    assert out.count("\n[setup]   ") == len(changed)
+    T.build_config([], profile="peft")
+    assert capsys.readouterr().out == ""  # the GPU profiles replace nothing
+
+
 def test_build_config_gpu_profile_keeps_defaults():
     cfg = T.build_config([], profile="peft")
     assert cfg.pop("_PROFILE") == "peft"
@@ -317,6 +334,35 @@ def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
     with pytest.raises(T.ConfigError) as err:
         T.build_config(["--N_STAGES=0"], profile="cpu")
     assert str(err.value).startswith("N_STAGES")
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((7, 5), "fp16"),  # T4: torch.cuda.is_bf16_supported() says True, but bf16 is only emulated
+    ((7, 0), "fp16"), ((6, 1), "fp16"), ((8, 0), "bf16"), ((8, 6), "bf16"), ((9, 0), "bf16"), (None, "fp32"),
+])
+def test_choose_precision_from_the_compute_capability(capability, expected):
+    assert T.choose_precision(capability) == expected
+
+
+def test_trained_weights_are_fp32_only_a_lora_base_is_half():
+    for precision in ("fp32", "bf16", "fp16"):
+        assert T.weight_precision(precision, lora=False) == "fp32"
+        assert T.weight_precision(precision, lora=True) == precision
+
+
+def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
+    assert T.resolve_profile("auto", 1, use_lora=True) == "unsloth"
+    assert T.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
+    assert T.resolve_profile("auto", 2, use_lora=True) == "peft"
+    with pytest.raises(T.ConfigError, match="^USE_LORA"):
+        T.build_config(["--USE_LORA=False", "--DEVICE_PROFILE=unsloth"])
 
 
 def test_main_config_error_returns_2_with_one_line(capsys):
@@ -337,6 +383,56 @@ def test_main_config_error_imports_no_model_stack(tmp_path):
     assert proc.stdout.split() == ["2", "False", "False", "False", "False"], proc.stdout + proc.stderr
     assert proc.stderr.startswith("config error: BOGUS")
     assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+FAKE_UNSLOTH = """
+import json, os, sys
+with open(os.environ["FAKE_UNSLOTH_RECORD"], "w") as fh:  # what was imported before Unsloth
+    json.dump([m for m in ("transformers", "trl", "peft") if m in sys.modules], fh)
+
+class FastLanguageModel:
+    @staticmethod
+    def from_pretrained(*args, **kwargs):
+        raise SystemExit("fake unsloth: stop before loading a model")
+"""
+
+
+@pytest.mark.parametrize("how", ["explicit", "auto_with_gpu"])
+def test_main_imports_unsloth_before_transformers_trl_and_peft(tmp_path, how):
+    """A fake ``unsloth`` on the path records which of transformers/trl/peft were already
+    imported when it was; a fresh interpreter per case, so the import state is clean."""
+    fake = tmp_path / "fake"
+    (fake / "unsloth").mkdir(parents=True)
+    (fake / "unsloth" / "__init__.py").write_text(FAKE_UNSLOTH)
+    record = tmp_path / "record.json"
+    argv = [f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}"]
+    if how == "explicit":
+        argv.append("--DEVICE_PROFILE=unsloth")
+        patch = ""
+    else:  # DEVICE_PROFILE=auto on a machine with a GPU (faked) and Unsloth importable
+        patch = ("import torch; torch.cuda.is_available = lambda: True; "
+                 "torch.cuda.get_device_capability = lambda *a: (8, 0); ")
+    code = (f"import sys; {patch}sys.path.insert(0, {str(ROOT / 'scripts')!r}); import train_trl as T; "
+            f"sys.exit(T.main({argv!r}))")
+    env = {**os.environ, "PYTHONPATH": str(fake), "FAKE_UNSLOTH_RECORD": str(record),
+           "LIFESTACK_FEEDBACK_DB": str(tmp_path / "fb.sqlite3"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "fake unsloth: stop before loading a model" in proc.stderr, proc.stdout + proc.stderr
+    assert json.loads(record.read_text()) == []
+
+
+def test_main_without_the_unsloth_profile_never_imports_unsloth(tmp_path):
+    fake = tmp_path / "fake"
+    (fake / "unsloth").mkdir(parents=True)
+    (fake / "unsloth" / "__init__.py").write_text(FAKE_UNSLOTH)
+    record = tmp_path / "record.json"
+    argv = ["--DEVICE_PROFILE=peft", f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}"]
+    code = f"import sys; sys.path.insert(0, {str(ROOT / 'scripts')!r}); import train_trl as T; sys.exit(T.main({argv!r}))"
+    env = {**os.environ, "PYTHONPATH": str(fake), "FAKE_UNSLOTH_RECORD": str(record),
+           "LIFESTACK_FEEDBACK_DB": str(tmp_path / "fb.sqlite3"), "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120, env=env)
+    assert "DEVICE_PROFILE=peft needs a CUDA GPU" in proc.stderr, proc.stdout + proc.stderr
+    assert not record.exists()
 
 
 # ====================================================================================
@@ -912,6 +1008,20 @@ def test_rolling_mean():
     assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
 
 
+def test_reward_plot_threshold_line_follows_advance_threshold(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    lines = []
+    real = Axes.axhline
+    monkeypatch.setattr(Axes, "axhline", lambda self, y=0, *a, **k: lines.append((y, k.get("label"))) or real(self, y, *a, **k))
+    rows = [{"episode": i, "reward": 0.1 * i} for i in range(3)]
+    T.plot_reward_curve(rows, rows, tmp_path / "curve.png", threshold=0.35)
+    assert lines == [(0.35, "curriculum threshold 0.35")] and (tmp_path / "curve.png").exists()
+
+
 def test_write_json_atomic_replaces_the_file(tmp_path):
     path = tmp_path / "state" / "curriculum_state.json"
     T.write_json_atomic(path, {"next_stage": 1, "stages": []})
@@ -949,6 +1059,115 @@ def test_last_checkpoint_picks_the_highest_number(tmp_path):
     assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
     (ckpts / "checkpoint-100").mkdir()
     assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
+
+
+# ------------------------------------------------------------------------------------
+# resume: the settings fingerprint, moving the previous run aside
+# ------------------------------------------------------------------------------------
+def run_cfg(tmp_path, *argv, profile="cpu"):
+    return T.build_config([f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}", *argv], profile=profile)
+
+
+def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
+    cfg = run_cfg(tmp_path)
+    base = T.config_fingerprint(T.run_settings(cfg))
+    for change in [{"N_STAGES": 9}, {"OUTPUT_DIR": "elsewhere"}, {"LOG_DIR": "x"}, {"N_EVAL_EPISODES": 3},
+                   {"SAVE_STEPS": 7}, {"RESUME": False}, {"RESUME_ANY_CONFIG": True}, {"LOG_INTERVAL": 5},
+                   {"PER_DEVICE_BATCH_SIZE": 8, "GRAD_ACCUM_STEPS": 2}]:  # 8 x 2 = 16 x 1: the same steps
+        assert T.config_fingerprint(T.run_settings({**cfg, **change})) == base, change
+    changes = {"MODEL_NAME": "org/other", "_PROFILE": "peft", "USE_LORA": True, "LORA_RANK": 8, "LORA_ALPHA": 16,
+               "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
+               "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
+               "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
+               "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8}
+    assert set(changes) >= set(T.RUN_SETTING_KEYS)
+    for key, value in changes.items():
+        assert T.config_fingerprint(T.run_settings({**cfg, key: value})) != base, key
+    assert T.run_settings(cfg)["REWARD_FUNCTIONS"] == list(T.REWARD_NAMES)
+
+
+def test_resume_refuses_a_state_of_another_configuration(tmp_path, capsys):
+    cfg = run_cfg(tmp_path)
+    path = tmp_path / "out" / "curriculum_state.json"
+    state = {**T.fresh_state(cfg), "next_stage": 3, "stages": [{"stage": 1}, {"stage": 2}]}
+    T.write_json_atomic(path, state)
+    assert T.load_curriculum_state(path, run_cfg(tmp_path, "--N_STAGES=8")) == state  # N_STAGES extends a run
+    with pytest.raises(SystemExit) as err:
+        T.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith(str(path))
+    assert "LEARNING_RATES [0.0002] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
+    assert "--RESUME=False" in msg and "--RESUME_ANY_CONFIG=True" in msg
+    assert "TEMPERATURE" not in msg  # only what differs
+    fresh = T.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
+    assert fresh["next_stage"] == 1 and fresh["stages"] == []
+    capsys.readouterr()
+    other = run_cfg(tmp_path, "--SEED=7", "--RESUME_ANY_CONFIG=True")
+    resumed = T.load_curriculum_state(path, other)
+    assert resumed["next_stage"] == 3 and resumed["fingerprint"] == T.config_fingerprint(T.run_settings(other))
+    assert "RESUME_ANY_CONFIG: resuming" in capsys.readouterr().out
+
+
+def test_resume_refuses_a_state_without_settings(tmp_path):
+    cfg = run_cfg(tmp_path)
+    path = tmp_path / "curriculum_state.json"
+    T.write_json_atomic(path, {"version": 1, "next_stage": 2, "difficulty": 1, "stages": [{"stage": 1}], "finished": False})
+    with pytest.raises(SystemExit, match="records no settings"):
+        T.load_curriculum_state(path, cfg)
+    assert T.load_curriculum_state(path, {**cfg, "RESUME_ANY_CONFIG": True})["next_stage"] == 2
+
+
+def make_old_run(out: Path, logs: Path, cfg) -> None:
+    """A finished 5-stage run as the script leaves it, plus things that are not the run's."""
+    for d in ("stage_1/checkpoints/checkpoint-2", "stage_2", "stage_5", "merged", "cpu_base_model", "previous_run_x",
+              "stage_x"):
+        (out / d).mkdir(parents=True)
+    for f in ("adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "notes.txt"):
+        (out / f).write_text(f)
+    (logs).mkdir(parents=True)
+    for f in ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl", "other.jsonl"):
+        (logs / f).write_text("{}\n")
+    state = {**T.fresh_state(cfg), "next_stage": 6, "stages": [{"stage": i} for i in range(1, 6)], "finished": True,
+             "final_files": ["adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "../escape", "a/b", ""]}
+    T.write_json_atomic(out / "curriculum_state.json", state)
+
+
+def test_archive_previous_run_moves_the_run_and_nothing_else(tmp_path):
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    make_old_run(out, logs, run_cfg(tmp_path))
+    (tmp_path / "escape").write_text("outside the output directory")
+    dest = T.archive_previous_run(out, logs, stamp="20260101-000000")
+    assert dest == out / "previous_run_20260101-000000"
+    assert sorted(p.name for p in dest.iterdir()) == sorted([
+        "curriculum_state.json", "stage_1", "stage_2", "stage_5", "merged", "adapter_model.safetensors",
+        "adapter_config.json", "tokenizer.json", "logs"])
+    assert (dest / "stage_1" / "checkpoints" / "checkpoint-2").is_dir()
+    assert sorted(p.name for p in (dest / "logs").iterdir()) == ["eval_episodes.jsonl", "generations.jsonl",
+                                                                 "train_history.jsonl"]
+    assert sorted(p.name for p in out.iterdir()) == ["cpu_base_model", "notes.txt", dest.name, "previous_run_x", "stage_x"]
+    assert sorted(p.name for p in logs.iterdir()) == ["other.jsonl"]
+    assert (tmp_path / "escape").exists()
+    assert T.archive_previous_run(out, logs, stamp="20260101-000000") is None  # nothing left to move
+    (out / "stage_1").mkdir()
+    assert T.archive_previous_run(out, logs, stamp="20260101-000000") == out / "previous_run_20260101-000000_1"
+
+
+def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
+    """--RESUME=False over a finished run, killed inside stage 1, then a plain rerun: the
+    rerun continues the new run (stage 1), not the old one (all 5 stages done)."""
+    out, logs = tmp_path / "out", tmp_path / "logs"
+    make_old_run(out, logs, run_cfg(tmp_path))
+    state = T.start_run(run_cfg(tmp_path, "--RESUME=False"))
+    assert "RESUME=False: the previous run" in capsys.readouterr().out
+    assert state["next_stage"] == 1 and state["stages"] == []
+    assert json.loads((out / "curriculum_state.json").read_text()) == state  # recorded before any training
+    assert not any(out.glob("stage_[0-9]*")) and not (out / "adapter_model.safetensors").exists()
+    (out / "stage_1" / "checkpoints" / "checkpoint-2").mkdir(parents=True)  # killed after one step checkpoint
+    rerun = T.start_run(run_cfg(tmp_path))
+    assert rerun["next_stage"] == 1 and rerun["stages"] == []
+    assert T.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")
+    with pytest.raises(SystemExit, match="different configuration"):
+        T.start_run(run_cfg(tmp_path, "--SEED=1"))  # and a resume inside stage 1 checks the settings too
 
 
 def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
