@@ -26,7 +26,8 @@ and the LM-head cost are realistic, and the tokenizer's ids are simply a subset 
 The special-token ids in the model config are remapped to that tokenizer's.
 Training is TRL's ``GRPOTrainer`` on ``train_trl.generate_dataset`` prompts with the real
 ``train_trl.REWARD_FUNCS`` and ``REWARD_WEIGHTS``, on the transformers + PEFT path
-(LoRA, bf16) by default. A random model writes random tokens, so completions run to
+(LoRA) by default, in the precision the trainer's rule picks (``train_trl.choose_precision``:
+bf16 on compute capability 8.0+, fp16 below, fp32 on CPU; trained weights fp32). A random model writes random tokens, so completions run to
 ``max_completion_length`` and rewards are low: the figures measure cost, not learning.
 
 Printed (and written by ``--json PATH``): the shape; step time (median over the steps
@@ -266,11 +267,27 @@ def load_policy(mode: str, kwargs: Mapping[str, Any], tok, device: str, dtype, s
             model.config._name_or_path = str(path)
         if mode in ("peft", "vllm"):
             model = train_trl._apply_lora(model, lora_cfg)
+            train_trl._fp32_trainable(model)  # adapters train in fp32 over a half-precision base
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return model, trainable
 
 
-def grpo_args(run: Mapping[str, Any], output_dir: Path, cuda: bool, bf16: bool, mode: str, max_model_len: int):
+PROBE_WEIGHT = 1e-3
+
+
+def length_probe_reward(completions, **kwargs) -> list[float]:
+    """``--probe-reward``: the completion's length in characters / 1000. A random model's
+    answers all fail to parse and tie on the six rewards, so every GRPO advantage is 0 and
+    no weight can move; this tiny, varying reward (weight PROBE_WEIGHT; GRPO scales
+    advantages by the group's spread, so its size does not matter) gives the optimizer a
+    signal, which is what a check that trainable weights change needs."""
+    texts = [c if isinstance(c, str) else "".join(m.get("content", "") for m in c if isinstance(m, dict))
+             for c in completions]
+    return [len(t) / 1000.0 for t in texts]
+
+
+def grpo_args(run: Mapping[str, Any], output_dir: Path, cuda: bool, bf16: bool, mode: str, max_model_len: int,
+              probe: bool = False):
     """GRPOConfig mirroring train_trl.grpo_config, minus checkpoints and reporting."""
     import train_trl
     from trl import GRPOConfig
@@ -280,7 +297,7 @@ def grpo_args(run: Mapping[str, Any], output_dir: Path, cuda: bool, bf16: bool, 
         per_device_train_batch_size=run["batch"], gradient_accumulation_steps=1,
         num_generations=run["num_generations"], max_completion_length=run["max_completion_length"],
         temperature=float(getattr(train_trl, "TEMPERATURE", 1.0)), beta=float(getattr(train_trl, "BETA", 0.0)),
-        reward_weights=[float(w) for w in train_trl.REWARD_WEIGHTS],
+        reward_weights=[float(w) for w in train_trl.REWARD_WEIGHTS] + ([PROBE_WEIGHT] if probe else []),
         max_steps=run["steps"], num_train_epochs=1, logging_steps=1, save_strategy="no", report_to="none",
         seed=run["seed"], data_seed=run["seed"], bf16=cuda and bf16, fp16=cuda and not bf16, use_cpu=not cuda,
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
@@ -396,8 +413,13 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
     from trl import GRPOTrainer
 
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    bf16 = cuda and torch.cuda.is_bf16_supported()
-    dtype = torch.bfloat16 if bf16 else torch.float16 if cuda else torch.float32
+    # The trainer's own rule: bf16 only on compute capability 8.0+ (a T4 gets fp16), and
+    # weights that train are fp32 (the base under a LoRA sits in the compute precision).
+    precision = train_trl.choose_precision(tuple(torch.cuda.get_device_capability()) if cuda else None)
+    bf16 = precision == "bf16"
+    lora = args.mode in ("peft", "vllm", "unsloth")
+    dtype = train_trl.torch_dtype(train_trl.weight_precision(precision, lora))
+    result.update(precision=precision, weights_dtype=str(dtype).removeprefix("torch."))
     work = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     try:
         # Rewards log samples and read the feedback DB: keep both inside the temp dir.
@@ -424,18 +446,22 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         counts = qwen2_param_count(kwargs)
         real_counts = qwen2_param_count(qwen2_config_kwargs(load_model_config()))
 
-        trainer = GRPOTrainer(model=model, reward_funcs=train_trl.REWARD_FUNCS,
-                              args=grpo_args(run, work / "grpo", cuda, bf16, args.mode, max_model_len),
+        reward_funcs = list(train_trl.REWARD_FUNCS) + ([length_probe_reward] if args.probe_reward else [])
+        trainer = GRPOTrainer(model=model, reward_funcs=reward_funcs,
+                              args=grpo_args(run, work / "grpo", cuda, bf16, args.mode, max_model_len,
+                                             probe=args.probe_reward),
                               train_dataset=dataset, processing_class=tok)
         _quiet_trainer(trainer)
         clock = make_step_clock(sync)
         trainer.add_callback(clock)
         gen_timed = time_generation(trainer, clock, sync)
 
+        probes = trainable_probes(trainer.model)
         t = time.perf_counter()
         trainer.train()
         sync()
         train_seconds = time.perf_counter() - t
+        changed = changed_probes(trainer.model, probes)
 
         steps = clock.per_step()
         if not steps:
@@ -485,6 +511,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
             "mean_reward": statistics.fmean(h["reward"] for h in trainer.state.log_history if "reward" in h)
             if any("reward" in h for h in trainer.state.log_history) else None,
             **peak,
+            "trainable_tensors": len(probes), "trainable_tensors_changed": changed,
             "setup_s": {"tokenizer": tokenizer_seconds, "model": model_seconds},
             "train_s": train_seconds,
             "per_step": steps,
@@ -492,6 +519,23 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+PROBE_ELEMENTS = 4096  # elements of each trainable tensor compared before and after training
+
+
+def trainable_probes(model) -> dict[str, Any]:
+    """A copy of the first PROBE_ELEMENTS elements of every trainable tensor (cheap even
+    for full-weight training of the 1.5B model)."""
+    return {name: p.detach().flatten()[:PROBE_ELEMENTS].float().clone()
+            for name, p in model.named_parameters() if p.requires_grad}
+
+
+def changed_probes(model, probes: Mapping[str, Any]) -> int:
+    """How many trainable tensors changed in their probed elements since ``probes``."""
+    params = dict(model.named_parameters())
+    return sum(1 for name, before in probes.items()
+               if name in params and not params[name].detach().flatten()[:PROBE_ELEMENTS].float().equal(before))
 
 
 def report_lines(r: Mapping[str, Any]) -> list[str]:
@@ -522,6 +566,8 @@ def report_lines(r: Mapping[str, Any]) -> list[str]:
         f"[bench] peak memory: {_mib(r['peak_memory_bytes'])} "
         + ("GPU allocated (torch.cuda.max_memory_allocated; reserved " + _mib(r["peak_memory_reserved_bytes"]) + ")"
            if r["peak_memory_kind"] == "cuda_allocated" else "peak RSS of this process (CPU)"),
+        f"[bench] precision: compute {r['precision']}, weights {r['weights_dtype']}; trainable tensors changed by "
+        f"training: {r['trainable_tensors_changed']} of {r['trainable_tensors']}",
         f"[bench] setup: tokenizer {r['setup_s']['tokenizer']:.1f} s, model {r['setup_s']['model']:.1f} s; train {r['train_s']:.1f} s",
     ]
     return lines
@@ -542,6 +588,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=None, help="per-device batch, in completions")
     p.add_argument("--max-completion-length", dest="max_completion_length", type=int, default=None)
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--probe-reward", dest="probe_reward", action="store_true",
+                   help="add a tiny length reward so a random model's groups are not all tied (weights can move)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (default: 1 for the tiny CPU shape, torch's default otherwise)")
     p.add_argument("--tokenizer-dir", default="", help="build / reuse the offline tokenizer here (default: a temp dir)")

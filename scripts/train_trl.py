@@ -1203,6 +1203,17 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     return GRPOConfig(**kwargs)
 
 
+def colocate_problem(cfg: dict[str, Any], done_stages: int) -> str | None:
+    """vLLM colocate builds one engine per GRPOTrainer (TRL 1.14), so one process must train
+    at most one stage with it; a reason string when this run would train more."""
+    to_train = cfg["N_STAGES"] - done_stages
+    if cfg["USE_VLLM"] and cfg["VLLM_MODE"] == "colocate" and to_train > 1:
+        return (f"VLLM_MODE=colocate would start {to_train} vLLM engines in one process (one per stage); run one "
+                f"stage per process (--N_STAGES={done_stages + 1}, then {done_stages + 2}, ...: each rerun resumes) "
+                "or use --VLLM_MODE=server")
+    return None
+
+
 def check_vllm(cfg: dict[str, Any]) -> None:
     import importlib.util
 
@@ -1781,6 +1792,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(cfg["OUTPUT_DIR"])
     prior = start_run(cfg)
     done_stages = prior["next_stage"] - 1
+    problem = colocate_problem(cfg, done_stages)
+    if problem:
+        print(f"config error: {problem}", file=sys.stderr)
+        return 2
     init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
     mid_stage = last_checkpoint(out / f"stage_{done_stages + 1}" / "checkpoints") if cfg["RESUME"] else None

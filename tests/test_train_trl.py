@@ -1248,3 +1248,13 @@ def test_stage_diversity_reads_the_held_out_answers_and_flags_collapse():
     assert line.startswith("[diversity] stage 3 | ") and "COLLAPSED onto one answer" in line
     honest = [policy_completion(p, heuristic) for p in prompts]
     assert "COLLAPSED" not in T.diversity_line(3, T.stage_diversity(prompts, honest))
+
+
+def test_vllm_colocate_trains_at_most_one_stage_per_process():
+    cfg = T.default_config()
+    cfg.update(USE_VLLM=True, VLLM_MODE="colocate", N_STAGES=5)
+    assert "would start 5 vLLM engines" in T.colocate_problem(cfg, done_stages=0)
+    assert "--N_STAGES=3" in T.colocate_problem(cfg, done_stages=2)
+    assert T.colocate_problem(cfg, done_stages=4) is None  # one stage left
+    assert T.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
+    assert T.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
