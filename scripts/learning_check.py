@@ -115,6 +115,8 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str]) -> dict:
     history = [json.loads(x) for x in (Path(cfg["LOG_DIR"]) / "train_history.jsonl").read_text().splitlines() if x]
     return {
         "seed": seed, "before": row(before), "after": row(after), "seconds": round(time.perf_counter() - t0, 1),
+        "diversity_before": T.stage_diversity([p for p in prompts for _ in range(s["samples"])], before["completions"]),
+        "diversity_after": T.stage_diversity([p for p in prompts for _ in range(s["samples"])], after["completions"]),
         "answers_before": answer_scores(prompts, before["completions"], s["samples"]),
         "answers_after": answer_scores(prompts, after["completions"], s["samples"]),
         "stages": state["stages"],
@@ -183,9 +185,12 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     deltas = [r["after"][task] - r["before"][task] for r in results]
     pair = paired(results, refs)
     lo = pair["task_change_ci95"][0]
-    passed = pair["task_change"] > 0 if quick else lo > 0
+    collapsed = sorted({f"seed {r['seed']}: {family}" for r in results
+                        for family, d in (r.get("diversity_after") or {}).items() if d["collapsed"]})
+    passed = (pair["task_change"] > 0 if quick else lo > 0) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "paired": pair, "passed": passed, "quick": quick,
+            "collapsed": collapsed,
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
 
@@ -247,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     lo = summary["paired"]["task_change_ci95"][0]
     rule = ("the paired change must be positive (quick smoke check)" if args.quick
             else f"the 95% CI of the paired change must exclude 0 (lower bound {lo:+.3f})")
+    for r in results:
+        parts = [f"{f} {d['distinct']} distinct of {d['answers']}" for f, d in (r.get("diversity_after") or {}).items()]
+        print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
+    if summary["collapsed"]:
+        print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     print(f"{verdict}: task-success change per seed {[round(d, 3) for d in summary['task_deltas']]}; {rule}")
     path = Path(args.json) if args.json else out / "learning_check.json"
     path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))

@@ -74,3 +74,11 @@ def test_reduced_learning_check_shows_improvement(tmp_path):
     seed = result["seeds"][0]
     assert seed["after"]["reward_task_success_fn"] > seed["before"]["reward_task_success_fn"]
     assert "PASS" in proc.stdout
+
+
+def test_collapse_onto_one_answer_fails_the_check():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    seed = fake(1, 0, 0, clear)
+    seed["diversity_after"] = {"flight_crisis": {"answers": 12, "distinct": 1, "collapsed": True}}
+    summary = L.summarise([seed, fake(2, 0, 0, clear)])
+    assert not summary["passed"] and summary["collapsed"] == ["seed 1: flight_crisis"]
