@@ -78,6 +78,7 @@ OUTPUT_DIR = "./lifestack_model"
 LOG_DIR = "training_logs"
 PLOT_PATH = "grpo_reward_curve.png"
 CURVES_PATH = "grpo_training_curves.png"
+CURRICULUM_PLOT_PATH = "grpo_curriculum.png"  # per stage: held-out task reward vs ADVANCE_THRESHOLD, and difficulty
 N_EVAL_EPISODES = 50  # final evaluation episodes (difficulty 1 -> 5, domains alternating)
 SEED = 42
 RESUME = True  # pick up at the first unfinished stage / last step checkpoint (False: move the old run aside)
@@ -1658,27 +1659,67 @@ def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:
     return out
 
 
-def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD) -> None:
+CPU_PLOT_NOTE = "CPU pipeline check: tiny random-weight model, not real training"
+
+
+def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, start_label: str = "base model",
+                      cpu: bool = False) -> None:
+    """Per-episode mean task reward of the trained model and of the model GRPO started
+    from. No threshold here: ADVANCE_THRESHOLD applies to the held-out single-step mean
+    (grpo_curriculum.png), not to a multi-step episode's mean."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 4.5))
-    for rows, label, colour in ((base, "base model", "tab:gray"), (trained, "GRPO-trained", "tab:blue")):
+    for rows, label, colour in ((base, start_label, "tab:gray"), (trained, "GRPO-trained", "tab:blue")):
         xs = [r["episode"] for r in rows]
         ys = [r["reward"] for r in rows]
         ax.plot(xs, ys, "o", ms=3, alpha=0.45, color=colour, label=f"{label} (per episode)")
         ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=f"{label} (rolling mean, 10)")
-    ax.axhline(threshold, ls="--", lw=1, color="tab:red", label=f"curriculum threshold {threshold:g}")
     ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
-    ax.set_ylabel("mean task reward per step")
+    ax.set_ylabel("mean task reward per step of the episode")
     ax.set_ylim(-1.05, 1.05)
-    ax.set_title("LifeStack GRPO: trained vs base model")
+    ax.set_title(f"LifeStack GRPO: trained vs {start_label}" + (f"\n{CPU_PLOT_NOTE}" if cpu else ""),
+                 color="tab:red" if cpu else "black", fontsize=10 if cpu else 12)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD, cpu: bool = False) -> bool:
+    """Per stage: the held-out mean task reward that decides the curriculum, with
+    ADVANCE_THRESHOLD, and the difficulty trained (right axis)."""
+    if not stages:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    xs = [d["stage"] for d in stages]
+    ax.plot(xs, [d["mean_task_reward"] for d in stages], "o-", color="tab:blue", label="held-out mean task reward")
+    ax.axhline(threshold, ls="--", lw=1, color="tab:red", label=f"ADVANCE_THRESHOLD {threshold:g}")
+    ax.set_xlabel("curriculum stage")
+    ax.set_ylabel("held-out mean task reward")
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_xticks(xs)
+    right = ax.twinx()
+    right.step(xs, [d["difficulty"] for d in stages], where="mid", color="tab:gray", label="difficulty")
+    right.set_ylim(0.5, 5.5)
+    right.set_ylabel("difficulty")
+    handles = ax.get_legend_handles_labels()
+    extra = right.get_legend_handles_labels()
+    ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="lower right")
+    ax.set_title("Curriculum per stage" + (f"\n{CPU_PLOT_NOTE}" if cpu else ""),
+                 color="tab:red" if cpu else "black", fontsize=10 if cpu else 12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
 
 
 def plot_training_curves(history_path: Path, path: str | Path) -> bool:
@@ -1723,7 +1764,15 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
     n, seed = cfg["N_EVAL_EPISODES"], cfg["SEED"] + 20_000_000
     core = _unwrap(model)
     trained = run_episodes(core, tokenizer, cfg, n, seed)
-    if hasattr(core, "disable_adapter"):
+    start_dir = Path(cfg["OUTPUT_DIR"]) / "stage_0"
+    start_label = "base model"
+    if (start_dir / "config.json").exists() or (start_dir / "adapter_config.json").exists():
+        # GRPO started from the warm-started model: compare with that, not with the base
+        start_label = "warm-started model (GRPO's start)"
+        start_model, start_tok = load_model(cfg, start_dir, banner=False, collective=False)
+        base = run_episodes(_unwrap(start_model), start_tok, cfg, n, seed)
+        del start_model
+    elif hasattr(core, "disable_adapter"):
         with core.disable_adapter():  # the same weights without the adapter: the base model
             base = run_episodes(core, tokenizer, cfg, n, seed)
     else:
@@ -1736,16 +1785,22 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
         for label, rows in (("trained", trained), ("base", base)):
             for r in rows:
                 fh.write(json.dumps({"model": label, **r}) + "\n")
-    plot_reward_curve(trained, base, cfg["PLOT_PATH"], cfg["ADVANCE_THRESHOLD"])
+    cpu = cfg["_PROFILE"] == "cpu"
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu)
     curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
+    state_path = Path(cfg["OUTPUT_DIR"]) / "curriculum_state.json"
+    stages = json.loads(state_path.read_text(encoding="utf-8")).get("stages", []) if state_path.exists() else []
+    curriculum = plot_curriculum(stages, cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu)
     summary = {
         "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,
         "trained_valid_json": sum(r["valid_json_rate"] for r in trained) / n,
         "base_valid_json": sum(r["valid_json_rate"] for r in base) / n,
     }
-    log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs base {summary['base_mean']:+.3f} mean reward "
-        f"(valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
-        + (f", curves: {cfg['CURVES_PATH']}" if curves else ""))
+    summary["start_model"] = start_label
+    log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
+        f"reward (valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
+        + (f", curves: {cfg['CURVES_PATH']}" if curves else "")
+        + (f", curriculum: {cfg['CURRICULUM_PLOT_PATH']}" if curriculum else ""))
     return summary
 
 
@@ -1805,6 +1860,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in ("generations.jsonl", "train_history.jsonl"):
                 (Path(cfg["LOG_DIR"]) / name).unlink(missing_ok=True)
         warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
+        if cfg["WARM_START_SFT_STEPS"] > 0 and not mid_stage:
+            if is_main_process():  # GRPO's starting point: the final evaluation compares against it
+                save_model(model, tokenizer, out / "stage_0")
+                log(f"[warm start] saved the warm-started model to {out / 'stage_0'} (GRPO's start)")
+            barrier()
     elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
     model, _state = train_curriculum(model, tokenizer, cfg, prior)

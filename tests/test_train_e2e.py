@@ -87,7 +87,9 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
 
     from PIL import Image
 
-    for png in ("grpo_reward_curve.png", "grpo_training_curves.png"):
+    assert (out / "stage_0" / "config.json").exists()  # the warm-started model GRPO started from
+    assert "trained" in first.stdout and "vs warm-started model (GRPO's start)" in first.stdout
+    for png in ("grpo_reward_curve.png", "grpo_training_curves.png", "grpo_curriculum.png"):
         with Image.open(tmp_path / png) as im:
             im.verify()
             assert im.format == "PNG"

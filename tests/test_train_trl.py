@@ -1008,7 +1008,7 @@ def test_rolling_mean():
     assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
 
 
-def test_reward_plot_threshold_line_follows_advance_threshold(tmp_path, monkeypatch):
+def _hlines(monkeypatch):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1017,9 +1017,29 @@ def test_reward_plot_threshold_line_follows_advance_threshold(tmp_path, monkeypa
     lines = []
     real = Axes.axhline
     monkeypatch.setattr(Axes, "axhline", lambda self, y=0, *a, **k: lines.append((y, k.get("label"))) or real(self, y, *a, **k))
+    return lines
+
+
+def test_reward_plot_has_no_threshold_and_says_what_it_compares(tmp_path, monkeypatch):
+    lines = _hlines(monkeypatch)
+    titles = []
+    from matplotlib.axes import Axes
+
+    real_title = Axes.set_title
+    monkeypatch.setattr(Axes, "set_title", lambda self, t, *a, **k: titles.append(t) or real_title(self, t, *a, **k))
     rows = [{"episode": i, "reward": 0.1 * i} for i in range(3)]
-    T.plot_reward_curve(rows, rows, tmp_path / "curve.png", threshold=0.35)
-    assert lines == [(0.35, "curriculum threshold 0.35")] and (tmp_path / "curve.png").exists()
+    T.plot_reward_curve(rows, rows, tmp_path / "curve.png", "warm-started model (GRPO's start)", cpu=True)
+    # the threshold applies to the held-out single-step mean, not to an episode's mean
+    assert lines == [] and (tmp_path / "curve.png").exists()
+    assert "warm-started model" in titles[0] and T.CPU_PLOT_NOTE in titles[0]
+
+
+def test_curriculum_plot_draws_the_threshold_on_the_held_out_reward(tmp_path, monkeypatch):
+    lines = _hlines(monkeypatch)
+    stages = [{"stage": 1, "difficulty": 1, "mean_task_reward": 0.7}, {"stage": 2, "difficulty": 2, "mean_task_reward": 0.4}]
+    assert T.plot_curriculum(stages, tmp_path / "cur.png", threshold=0.35)
+    assert lines == [(0.35, "ADVANCE_THRESHOLD 0.35")] and (tmp_path / "cur.png").exists()
+    assert not T.plot_curriculum([], tmp_path / "none.png")
 
 
 def test_write_json_atomic_replaces_the_file(tmp_path):
