@@ -3,6 +3,8 @@
 
     python scripts/learning_check.py                  # 3 seeds (9 min 50 s on 2 cores: docs/learning.md)
     python scripts/learning_check.py --first-seed 4   # another seed range
+    python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute
+    python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
 
 For each seed: build the CPU profile's tiny Qwen2 model, warm-start it with a short
@@ -21,6 +23,12 @@ change is made of: the valid-JSON rate, the task reward among valid answers only
 the regret against the oracle (the oracle's task reward on the prompt minus the
 answer's). The heuristic the warm start imitates is scored on the same prompts.
 
+``--control`` trains, per seed, a second copy of the same warm-started model through
+the same curriculum with every batch's rewards shuffled among its completions (the same
+values, detached from the answers that earned them): the compute without the signal. It
+reports GRPO's after-training task reward against the control's, paired over prompts,
+with its interval.
+
 ``--quick`` (one seed, 8 prompts) is a smoke check of the pipeline, not evidence: it
 passes when the run completes with finite figures, GRPO changed the policy's answers and
 they did not collapse. Its paired change is printed but not judged: on 8 prompts its
@@ -30,6 +38,9 @@ interval is about +-0.2, and its sign flips with any change to the code.
 from __future__ import annotations
 
 import argparse
+import copy
+import functools
+import hashlib
 import json
 import math
 import random
@@ -88,7 +99,35 @@ def reference_scores(prompts: list) -> list[dict]:
     return out
 
 
-def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str]) -> dict:
+def shuffled_reward(fn, text_of):
+    """``fn`` with its outputs permuted within each batch: the control arm's reward, the
+    same values GRPO would see but no longer attached to the completions that earned
+    them. The permutation is seeded by the batch's texts, so the six rewards of one batch
+    get the same one (the weighted total moves as a whole) and a rerun is identical."""
+    @functools.wraps(fn)
+    def wrapper(completions, *args, **kwargs):
+        out = list(fn(completions, *args, **kwargs))
+        digest = hashlib.sha256("\x00".join(text_of(c) for c in completions).encode()).hexdigest()
+        order = list(range(len(out)))
+        random.Random(digest).shuffle(order)
+        return [out[i] for i in order]
+
+    return wrapper
+
+
+def train_arm(T, model, tok, cfg: dict, control: bool):
+    """train_curriculum as the trainer runs it; ``control``: with shuffled rewards."""
+    if not control:
+        return T.train_curriculum(model, tok, cfg)
+    real = list(T.REWARD_FUNCS)
+    T.REWARD_FUNCS[:] = [shuffled_reward(f, T.completion_text) for f in real]
+    try:
+        return T.train_curriculum(model, tok, cfg)
+    finally:
+        T.REWARD_FUNCS[:] = real
+
+
+def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool = False) -> dict:
     import train_trl as T
     from transformers import set_seed
 
@@ -109,8 +148,18 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str]) -> dict:
     T.warm_start(model, tok, cfg)
     prompts = T.held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
     before = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
-    model, state = T.train_curriculum(model, tok, cfg)
+    start = copy.deepcopy(model) if control else None  # the control arm starts from the same weights
+    model, state = train_arm(T, model, tok, cfg, control=False)
     after = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
+    control_answers = None
+    if control:
+        ccfg = {**cfg, "OUTPUT_DIR": str(run_dir / "control_model"), "LOG_DIR": str(run_dir / "control_logs")}
+        T.RUN_CONTEXT.update(log_dir=ccfg["LOG_DIR"])
+        set_seed(seed)
+        start, _ = train_arm(T, start, tok, ccfg, control=True)
+        control_after = T.evaluate_policy(start, tok, prompts, ccfg, samples=s["samples"])
+        control_answers = answer_scores(prompts, control_after["completions"], s["samples"])
+        T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"])
 
     def row(r: dict) -> dict:
         return {**r["reward_means"], "valid_json_rate": r["valid_json_rate"]}
@@ -123,6 +172,7 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str]) -> dict:
         "answers_changed": sum(a != b for a, b in zip(before["completions"], after["completions"])) / len(after["completions"]),
         "answers_before": answer_scores(prompts, before["completions"], s["samples"]),
         "answers_after": answer_scores(prompts, after["completions"], s["samples"]),
+        "answers_control": control_answers,
         "stages": state["stages"],
         "frac_reward_zero_std": [h.get("frac_reward_zero_std") for h in history],
         "train_reward_means": {m: [h.get(f"rewards/{m}/mean") for h in history] for m in METRICS[:-1]},
@@ -167,10 +217,24 @@ def paired(results: list[dict], refs: list[dict] | None = None) -> dict:
                     regret_after.append(refs[i]["oracle"] - a["task"])
         change.append(statistics.mean(diffs))
     lo, hi = bootstrap_ci(change)
+    control = None
+    if all(r.get("answers_control") for r in results):
+        vs, c_valid, c_task = [], [], []
+        for i in range(n_prompts):
+            diffs = []
+            for r in results:
+                for a, c in zip(r["answers_after"][i], r["answers_control"][i]):
+                    diffs.append(a["task"] - c["task"])
+                    c_valid.append(c["valid"])
+                    if c["valid"]:
+                        c_task.append(c["task"])
+            vs.append(statistics.mean(diffs))
+        control = {"task_vs_control": statistics.mean(vs), "task_vs_control_ci95": list(bootstrap_ci(vs)),
+                   "valid_rate": statistics.mean(c_valid), "task_among_valid": _mean(c_task)}
     out = {"prompts": n_prompts, "answers_per_arm": len(valid["before"]),
            "task_change": statistics.mean(change), "task_change_ci95": [lo, hi],
            "valid_rate": {k: statistics.mean(v) for k, v in valid.items()},
-           "task_among_valid": {k: _mean(v) for k, v in valid_task.items()}}
+           "task_among_valid": {k: _mean(v) for k, v in valid_task.items()}, "control": control}
     if refs:
         out["regret"] = {"before": statistics.mean(regret_before), "after": statistics.mean(regret_after)}
         out["oracle_task"] = statistics.mean(r["oracle"] for r in refs)
@@ -216,6 +280,12 @@ def format_table(summary: dict, n_seeds: int) -> str:
     fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"  # noqa: E731
     lines.append(f"valid JSON {p['valid_rate']['before']:.0%} -> {p['valid_rate']['after']:.0%}; task reward among "
                  f"valid answers {fmt(tv['before'])} -> {fmt(tv['after'])}")
+    c = p.get("control")
+    if c:
+        clo, chi = c["task_vs_control_ci95"]
+        lines.append(f"GRPO vs the control arm (same compute, rewards shuffled within each batch): task reward "
+                     f"{c['task_vs_control']:+.3f} (95% CI {clo:+.3f} .. {chi:+.3f}); control after: valid JSON "
+                     f"{c['valid_rate']:.0%}, task among valid {fmt(c['task_among_valid'])}")
     if "regret" in p:
         lines.append(f"regret vs the oracle {p['regret']['before']:+.3f} -> {p['regret']['after']:+.3f} "
                      f"(oracle {p['oracle_task']:+.3f}, heuristic demonstrator {p['heuristic_task']:+.3f} on the same prompts)")
@@ -236,8 +306,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the reduced CI version")
     parser.add_argument("--out", default="training_logs/learning_check", help="working directory for the runs")
     parser.add_argument("--json", default=None, help="where to write the results (default: OUT/learning_check.json)")
+    parser.add_argument("--control", action="store_true",
+                        help="also train a control arm per seed: the same curriculum with rewards shuffled within each batch")
+    parser.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     parser.add_argument("overrides", nargs="*", help="extra --KEY=value overrides for train_trl.py")
     args = parser.parse_args(argv)
+    if args.deterministic:
+        import torch
+
+        torch.use_deterministic_algorithms(True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     s = settings(args.quick)
@@ -245,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         print(f"[learning check] seed {seed}: warm start {s['warm_steps']} steps, {s['stages']} GRPO stages "
               f"x {s['prompts']} prompts, {s['held_out']} held-out prompts", flush=True)
-        r = run_seed(seed, out, s, args.overrides)
+        r = run_seed(seed, out, s, args.overrides, control=args.control)
         print(f"[learning check] seed {seed}: task reward {r['before']['reward_task_success_fn']:+.3f} -> "
               f"{r['after']['reward_task_success_fn']:+.3f}, valid JSON {r['before']['valid_json_rate']:.0%} -> "
               f"{r['after']['valid_json_rate']:.0%} ({r['seconds']:.0f}s)", flush=True)
@@ -267,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     print(f"{verdict}: task-success change per seed {[round(d, 3) for d in summary['task_deltas']]}; {rule}")
     path = Path(args.json) if args.json else out / "learning_check.json"
+    s = {**s, "control": args.control, "deterministic": args.deterministic}
     path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))
     return 0 if summary["passed"] else 1
 

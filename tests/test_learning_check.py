@@ -85,3 +85,22 @@ def test_collapse_onto_one_answer_fails_the_check():
     seed["diversity_after"] = {"flight_crisis": {"answers": 12, "distinct": 1, "collapsed": True}}
     summary = L.summarise([seed, fake(2, 0, 0, clear)])
     assert not summary["passed"] and summary["collapsed"] == ["seed 1: flight_crisis"]
+
+
+def test_shuffled_reward_keeps_the_values_detaches_them_and_is_the_same_for_all_six():
+    f = L.shuffled_reward(lambda completions, **kw: [float(len(c)) for c in completions], str)
+    g = L.shuffled_reward(lambda completions, **kw: [float(len(c)) * 10 for c in completions], str)
+    batch = ["a" * i for i in range(1, 17)]
+    out = f(batch)
+    assert sorted(out) == sorted(float(len(c)) for c in batch) and out != [float(len(c)) for c in batch]
+    assert [x * 10 for x in out] == g(batch)  # one permutation per batch, for every reward
+    assert f(batch) == out  # deterministic
+
+
+def test_control_arm_is_compared_pairwise_with_grpo():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    seed = fake(1, 0, 0, clear)
+    seed["answers_control"] = [[{"task": b, "valid": b > -0.5}] * 2 for b, _ in clear]  # control = no change
+    c = L.summarise([seed])["paired"]["control"]
+    assert c["task_vs_control"] == pytest.approx(0.3) and c["task_vs_control_ci95"][0] > 0
+    assert "GRPO vs the control arm" in L.format_table(L.summarise([seed]), 1)
