@@ -338,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
             "(8 prompts are too few for a verdict on learning; run the full check for that)" if args.quick
             else f"the 95% CI of the paired change must exclude 0 (lower bound {lo:+.3f})")
     for r in results:
-        parts = [f"{f} {d['distinct']} distinct of {d['answers']}" for f, d in (r.get("diversity_after") or {}).items()]
+        parts = [f"{f} {d['distinct']} distinct of {d['answers']}, route fits "
+                 + ("n/a" if d["route_fits"] is None else f"{d['route_fits']:.0%}")
+                 for f, d in (r.get("diversity_after") or {}).items()]
         print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
