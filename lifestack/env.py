@@ -285,6 +285,11 @@ class LifeStackEnv:
             self.task = task
             self._index = task_index(task)
 
+    def context(self) -> StateContext:
+        """What the reward reads about the current pre-action state (damaged metrics, the
+        words a reasoning may cite, events seen); computed once per state."""
+        return self._context(self._require_state())
+
     def _context(self, s: EpisodeState) -> StateContext:
         if s.derived is not None and s.derived[0] == self.task.id:
             return s.derived[1]

@@ -323,19 +323,20 @@ def _action_vocabulary(paths: tuple[str, ...], domain: str) -> frozenset[str]:
 
 @lru_cache(maxsize=8192)
 def _lens(relevant: frozenset[str], damaged: frozenset[str], chosen_route: frozenset[str],
-          other_routes: frozenset[str], event_words: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
-    """``(signal, noise)`` vocabularies of a reasoning for one action in one state.
+          other_routes: frozenset[str], event_words: frozenset[str]) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """``(signal, noise, scorer)`` vocabularies of a reasoning for one action in one state.
 
     Signal: words that match the action, the damage, the chosen route or a recent event.
     Noise: domain words that match neither the action nor the damage, and the words of
-    routes other than the chosen one. Cached: the sets depend only on frozensets that the
-    env and the parser reuse across completions.
+    routes other than the chosen one. Scorer: every word the scorer reads (signal, noise
+    and resource words), whose runs the prose factor limits. Cached: the sets depend only
+    on frozensets that the env and the parser reuse across completions.
     """
     signal = relevant | damaged | chosen_route | event_words
     # what an action spends (hours, energy) is never noise, though those words name metrics too
     # a word that is evidence (an event's word that also names another route) is not noise
     noise = ((VOCABULARY - RESOURCE_WORDS) | other_routes) - signal
-    return signal, noise
+    return signal, noise, signal | noise | RESOURCE_WORDS  # the last: every word the scorer reads
 
 
 _SENTENCE_END = re.compile(r"[.!?;\n]+")
@@ -390,7 +391,8 @@ def reasoning_coherence(
     chosen_route = route_words.get(action.route or "", _EMPTY)
     if other_route_words is None:
         other_route_words = frozenset().union(*route_words.values()) - chosen_route
-    signal_vocab, noise_vocab = _lens(relevant_vocab, damaged_vocab, chosen_route, other_route_words, event_words)
+    signal_vocab, noise_vocab, scorer_vocab = _lens(relevant_vocab, damaged_vocab, chosen_route, other_route_words,
+                                                    event_words)
 
     # evidence: does the reasoning cite the action's metrics, the damage, the resources,
     # the chosen route (when one is named), a recent event (when one fired)?
@@ -415,7 +417,7 @@ def reasoning_coherence(
     repetition = min(1.0, (len(distinct) / n) / 0.4) * _sentence_novelty(reasoning)
     glue = [t for t in tokens if t in FUNCTION_WORDS]
     prose = min(1.0, len(glue) / n / PROSE_SHARE) * min(1.0, len(set(glue)) / PROSE_DISTINCT)
-    run = longest_keyword_run(reasoning, signal_vocab | noise_vocab | RESOURCE_WORDS)
+    run = longest_keyword_run(reasoning, scorer_vocab)
     if run > MAX_KEYWORD_RUN:
         prose *= MAX_KEYWORD_RUN / run
     stuffing = len(noise) >= 6 and precision < 0.5 or (n >= 20 and len(distinct) / n < 0.25)

@@ -165,10 +165,11 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool 
         return {**r["reward_means"], "valid_json_rate": r["valid_json_rate"]}
 
     history = [json.loads(x) for x in (Path(cfg["LOG_DIR"]) / "train_history.jsonl").read_text().splitlines() if x]
+    answered = [p for p in prompts for _ in range(s["samples"])]  # the prompt of each completion, in order
     return {
         "seed": seed, "before": row(before), "after": row(after), "seconds": round(time.perf_counter() - t0, 1),
-        "diversity_before": T.stage_diversity([p for p in prompts for _ in range(s["samples"])], before["completions"]),
-        "diversity_after": T.stage_diversity([p for p in prompts for _ in range(s["samples"])], after["completions"]),
+        "diversity_before": T.stage_diversity(answered, before["completions"]),
+        "diversity_after": T.stage_diversity(answered, after["completions"]),
         "answers_changed": sum(a != b for a, b in zip(before["completions"], after["completions"])) / len(after["completions"]),
         "answers_before": answer_scores(prompts, before["completions"], s["samples"]),
         "answers_after": answer_scores(prompts, after["completions"], s["samples"]),

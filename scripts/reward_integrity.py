@@ -35,7 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lifestack.env import LifeStackEnv  # noqa: E402
-from lifestack.hacks import HACKS, battery  # noqa: E402
+from lifestack.hacks import HACKS  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 
@@ -46,17 +46,10 @@ def integrity_rows(per_difficulty: int = 20, seed: int = 5000, weights=None) -> 
 
     weights = list(weights or T.REWARD_WEIGHTS)
     rows = []
-    env = LifeStackEnv()
     for d in range(1, 6):
         for i in range(per_difficulty):
             sc = sample_scenario(seed + 1000 * d + i, d)
-            prompt = T.build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed)
-            env.restore(sc.task, sc.state)
-            texts = battery(env, T.strip_metadata(prompt[1]["content"]), seed=sc.seed)
-            scored = {}
-            for name, text in texts.items():
-                vec = T.reward_vector(text, prompt)
-                scored[name] = {"total": T.weighted_reward(vec, weights), "rewards": vec}
+            scored = {name: {"total": total, "rewards": vec} for name, (total, vec) in T.score_battery(sc, weights).items()}
             rows.append({"seed": sc.seed, "difficulty": d, "domain": sc.task.domain, "scores": scored})
     return rows, summarise(rows)
 

@@ -41,7 +41,7 @@ from lifestack.hacks import SIGNATURES, battery as hack_battery, signatures as h
 from lifestack.metrics import (  # noqa: E402
     DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, pressured_domain,
 )
-from lifestack.reward import P_UNAFFORDABLE, UNPAID_FULL_AT  # noqa: E402
+from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.scenarios import (  # noqa: E402
     Scenario, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
 )
@@ -963,9 +963,8 @@ def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
             out.append(-1.0)
         elif "penalty.unaffordable" in b:
             out.append(float(b["penalty.unaffordable"]) / -P_UNAFFORDABLE)
-        else:
-            unpaid = float(b.get("claimed_gain", 0.0)) * (1.0 - float(b.get("plausibility", 1.0)))
-            out.append(-min(1.0, max(unpaid, 0.0) / UNPAID_FULL_AT))
+        else:  # the task reward's own implausible penalty (a ramp of the unpaid points), as a share
+            out.append(float(b.get("penalty.implausible", 0.0)) / -P_IMPLAUSIBLE)
     return out
 
 
@@ -1403,6 +1402,24 @@ def diversity_line(stage: int, report: dict[str, dict]) -> str:
     return f"[diversity] stage {stage} | " + (" | ".join(parts) or "no parsed answer") + tail
 
 
+def score_battery(sc: Scenario, weights: Sequence[float]) -> dict[str, tuple[float, dict[str, float]]]:
+    """The honest answer and every hack of lifestack.hacks on scenario ``sc``, each scored
+    through the six reward functions: ``{name: (weighted total, the six rewards)}``. These
+    texts are not the policy's: they are neither logged nor counted as its completions."""
+    prompt = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+    env = LifeStackEnv()
+    env.restore(sc.task, sc.state)
+    phase, RUN_CONTEXT["phase"] = RUN_CONTEXT["phase"], "integrity"
+    try:
+        out = {}
+        for name, text in hack_battery(env, strip_metadata(prompt[1]["content"])).items():
+            vec = reward_vector(text, prompt)
+            out[name] = (weighted_reward(vec, weights), vec)
+        return out
+    finally:
+        RUN_CONTEXT["phase"] = phase
+
+
 WATCH_RATE = 0.2  # a hack signature in this share of the stage's completions raises a flag
 WATCH_RISE = 0.1  # ... and the unparseable share rising by this much over the last stage
 
@@ -1421,20 +1438,12 @@ def integrity_watch(cfg: dict[str, Any], stage: int, difficulty: int, previous: 
        unparseable share that rose by WATCH_RISE or more since the last stage.
     """
     margins: dict[str, list[float]] = {}
-    phase, RUN_CONTEXT["phase"] = RUN_CONTEXT["phase"], "integrity"
-    try:
-        env = LifeStackEnv()
-        for i in range(cfg["INTEGRITY_PROMPTS"]):
-            sc = sample_scenario(cfg["SEED"] + 8_000_000 + 1000 * difficulty + i, difficulty)
-            prompt = build_prompt(sc.task, sc.conflict, sc.state, difficulty, sc.seed)
-            env.restore(sc.task, sc.state)
-            totals = {name: weighted_reward(reward_vector(text, prompt), cfg["REWARD_WEIGHTS"])
-                      for name, text in hack_battery(env, strip_metadata(prompt[1]["content"]), seed=sc.seed).items()}
-            for name, value in totals.items():
-                if name != "honest":
-                    margins.setdefault(name, []).append(totals["honest"] - value)
-    finally:
-        RUN_CONTEXT["phase"] = phase
+    for i in range(cfg["INTEGRITY_PROMPTS"]):
+        sc = sample_scenario(cfg["SEED"] + 8_000_000 + 1000 * difficulty + i, difficulty)
+        scored = score_battery(sc, cfg["REWARD_WEIGHTS"])
+        for name, (total, _) in scored.items():
+            if name != "honest":
+                margins.setdefault(name, []).append(scored["honest"][0] - total)
     counts = RUN_CONTEXT.get("signatures") or {}
     n = counts.get("completions", 0)
     rates = {name: round(counts.get(name, 0) / n, 4) if n else 0.0 for name in SIGNATURES}
@@ -1662,6 +1671,12 @@ def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:
 CPU_PLOT_NOTE = "CPU pipeline check: tiny random-weight model, not real training"
 
 
+def _plot_title(ax, title: str, cpu: bool) -> None:
+    """A plot's title; in the CPU profile with the pipeline-check note, in red."""
+    ax.set_title(title + (f"\n{CPU_PLOT_NOTE}" if cpu else ""), color="tab:red" if cpu else "black",
+                 fontsize=10 if cpu else 12)
+
+
 def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, start_label: str = "base model",
                       cpu: bool = False) -> None:
     """Per-episode mean task reward of the trained model and of the model GRPO started
@@ -1681,8 +1696,7 @@ def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, s
     ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
     ax.set_ylabel("mean task reward per step of the episode")
     ax.set_ylim(-1.05, 1.05)
-    ax.set_title(f"LifeStack GRPO: trained vs {start_label}" + (f"\n{CPU_PLOT_NOTE}" if cpu else ""),
-                 color="tab:red" if cpu else "black", fontsize=10 if cpu else 12)
+    _plot_title(ax, f"LifeStack GRPO: trained vs {start_label}", cpu)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -1714,8 +1728,7 @@ def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADV
     handles = ax.get_legend_handles_labels()
     extra = right.get_legend_handles_labels()
     ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="lower right")
-    ax.set_title("Curriculum per stage" + (f"\n{CPU_PLOT_NOTE}" if cpu else ""),
-                 color="tab:red" if cpu else "black", fontsize=10 if cpu else 12)
+    _plot_title(ax, "Curriculum per stage", cpu)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
