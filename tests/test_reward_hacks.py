@@ -137,6 +137,17 @@ def test_any_list_of_scorer_words_scores_below_the_honest_sentence(data):
     assert total(json.dumps(hacked), prompt) < total(json.dumps(a), prompt)
 
 
+def test_adding_one_scorer_word_to_the_honest_reasoning_never_raises_the_total():
+    # the honest reasoning already scores 1.0: no single word appended or prefixed can beat it
+    for prompt, sc in cases():
+        env = env_at(sc)
+        a = honest(sc)
+        base = total(json.dumps(a), prompt)
+        for word in H.HackContext(env).signal_words(a) + ["because", "the"]:
+            for text in (f"{a['reasoning']} {word}", f"{a['reasoning']} Also {word}.", f"{word}: {a['reasoning']}"):
+                assert total(json.dumps({**a, "reasoning": text}), prompt) <= base, (sc.seed, text)
+
+
 # --- 2. free claims -------------------------------------------------------------------
 @pytest.mark.parametrize("points", [0.001, 0.01, 0.5, 2.0, 20.0])
 def test_an_extra_unpaid_claim_never_pays(points):
