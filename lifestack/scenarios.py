@@ -41,9 +41,9 @@ class Scenario:
         return self.task.domain
 
 
-def _round_state(state: EpisodeState) -> None:
-    # The state is rounded once, here, so the prompt, the metadata and the rebuilt state
-    # agree exactly.
+def round_state(state: EpisodeState) -> None:
+    # Rounded once per rendered state (here, and after each episode step), so the prompt,
+    # the metadata and the rebuilt state agree exactly.
     state.metrics = {p: round(v, 2) for p, v in state.metrics.items()}
     state.resources = {k: round(v, 2) for k, v in state.resources.items()}
     state.derived = None  # facts derived from the unrounded values no longer apply
@@ -69,7 +69,7 @@ def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, ge
             env.state = snapshot
             break
         taken += 1
-    _round_state(env.state)
+    round_state(env.state)
     return Scenario(seed, difficulty, task, conflict, env.state, taken)
 
 

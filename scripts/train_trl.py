@@ -17,7 +17,6 @@ rewards, curriculum, evaluation + plot, main.
 from __future__ import annotations
 
 import ast
-import itertools
 import json
 import math
 import os
@@ -32,20 +31,20 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
     sys.path.insert(0, str(ROOT))
 
-from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, LifeStackAction, with_notes, parse_action  # noqa: E402
-from lifestack.conflicts import ConflictEvent  # noqa: E402
-from lifestack.env import EpisodeState, LifeStackEnv  # noqa: E402
+from lifestack.actions import ACTION_FIELDS, LifeStackAction, parse_action  # noqa: E402
+from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.diversity import answer_diversity  # noqa: E402
-from lifestack.generator import TaskGenerator  # noqa: E402
+from lifestack.evaluation import (  # noqa: E402
+    EVAL_CACHE_SIZE, FALLBACK_REWARD, PROMPT_CACHE_SIZE, Evaluator, cache_put, parse_completion,
+    fallback as _fallback,
+)
 from lifestack.hacks import SIGNATURES, battery as hack_battery, signatures as hack_signatures  # noqa: E402
-from lifestack.metrics import (  # noqa: E402
-    DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness, pressured_domain,
+from lifestack.prompts import (  # noqa: E402  (several names re-exported: the script is their public face)
+    ANSWER_SCHEMA, METADATA_CLOSE, METADATA_OPEN, METADATA_RE as _METADATA_RE, SYSTEM_PROMPT, build_prompt,
+    completion_text, fmt_number as _fmt, prompt_text, strip_metadata,
 )
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
-from lifestack.scenarios import (  # noqa: E402
-    Scenario, rebuild_state, sample_scenario, scenario_metadata, task_from_metadata,
-)
-from lifestack.tasks import Task, missing_task_fields  # noqa: E402
+from lifestack.scenarios import Scenario, sample_scenario  # noqa: E402
 
 _NAMES_BEFORE_CONSTANTS = set(globals())
 # =====================================================================================
@@ -123,7 +122,6 @@ REWARD_NAMES = (
     "reward_human_feedback_fn",
 )
 PROFILES = ("auto", "unsloth", "peft", "cpu")
-FALLBACK_REWARD = -0.5
 
 
 # =====================================================================================
@@ -574,70 +572,6 @@ def _prepare_tokenizer(tok):
 # =====================================================================================
 # Dataset: seeded conversational prompts carrying the state they were written from
 # =====================================================================================
-SYSTEM_PROMPT = (
-    "You are LifeStack, a calm planner who resolves life conflicts. Read the situation and reply with "
-    "exactly one JSON object (no prose before or after) describing the single best next action."
-)
-METADATA_OPEN, METADATA_CLOSE = "<SYSTEM_METADATA>", "</SYSTEM_METADATA>"
-_METADATA_RE = re.compile(re.escape(METADATA_OPEN) + r"(.*?)" + re.escape(METADATA_CLOSE), re.S)
-ANSWER_SCHEMA = (
-    '{"action_type": "<one of: ' + ", ".join(ACTION_TYPES) + '>", "target_domain": "<one of: '
-    + ", ".join(DOMAIN_NAMES) + '>", "route": "<route id or null>", "metric_changes": {"domain.metric": <delta>}, '
-    '"resource_cost": {"time": <hours>, "money": <dollars>, "energy": <units>}, "reasoning": "<one or two sentences>"}'
-)
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}" if abs(x) >= 1000 else f"{x:.1f}".rstrip("0").rstrip(".")
-
-
-def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, difficulty: int, seed: int) -> list[dict[str, str]]:
-    """System + user messages for one pre-action state (no hidden state revealed)."""
-    meta = scenario_metadata(Scenario(seed, difficulty, task, conflict, state, 0))
-    m = state.metrics
-    worst = sorted(METRIC_PATHS, key=lambda p: goodness(p, m[p]))[:6]
-    metric_lines = [f"  {p}: {_fmt(m[p])}{' (lower is better)' if p in INVERTED_METRICS else ''}" for p in worst]
-    domains = ", ".join(
-        f"{d} {sum(goodness(f'{d}.{x}', m[f'{d}.{x}']) for x in ms) / len(ms):.0f}" for d, ms in DOMAINS.items()
-    )
-    env = LifeStackEnv()
-    env.restore(task, state)
-    open_ids = set(env.open_routes())
-    route_lines = []
-    for r in task.viable_routes:
-        done = state.route_progress.get(r.id, [])
-        if r.id in state.closed_routes:
-            status = "CLOSED"
-        elif len(done) == len(r.required_action_types):
-            status = "completed"
-        elif r.id not in open_ids:
-            status = "unavailable (preconditions not met)"
-        else:
-            status = "open; next steps: " + ", ".join(a for a in r.required_action_types if a not in done)
-        route_lines.append(f"  - {r.id} ({r.name}): {status}. {r.description}")
-    events = [e.description for e in task.event_schedule if e.id in state.events_fired]
-    # visible facts as they stand now (an event may have changed one, e.g. the fare)
-    facts = ", ".join(f"{k}: {state.world.get(k, v)}" for k, v in task.visible_world.items())
-    res = state.resources
-    user = "\n".join([
-        f"{METADATA_OPEN}{json.dumps(meta, separators=(',', ':'))}{METADATA_CLOSE}",
-        f"GOAL: {task.goal}",
-        f"SITUATION: {conflict.title}. {conflict.story}",
-        f"FACTS: {facts}",
-        f"STEP {state.step + 1} of {task.horizon}. Events so far: {' '.join(events) if events else 'none'}",
-        "MOST DAMAGED METRICS (0-100):",
-        *metric_lines,
-        f"DOMAIN HEALTH (0-100, higher is better): {domains}",
-        f"BUDGET LEFT: time {_fmt(res['time'])} h, money ${_fmt(res['money'])}, energy {_fmt(res['energy'])}",
-        "ROUTES (name one in \"route\" with one of its next steps as action_type to advance it):",
-        *route_lines,
-        "Claimed metric improvements must be paid for with time, money or energy; an action you cannot afford fails "
-        "(the further over budget, the bigger the penalty); costs are never negative (rest may recover energy).",
-        f"Answer with one JSON object: {ANSWER_SCHEMA}",
-    ])
-    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
-
-
 def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = SEED):
     """``n_prompts`` seeded conversational prompts as a ``datasets.Dataset``.
 
@@ -660,112 +594,14 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = 
 # =====================================================================================
 # Evaluation + the six reward functions
 # =====================================================================================
-_PROMPT_CACHE: dict[str, Any] = {}  # prompt text -> (task, state, meta) or error; insertion-ordered
-_EVAL_CACHE: dict[tuple[str, str], dict] = {}  # (prompt, completion) -> evaluation
-PROMPT_CACHE_SIZE = 4096
-EVAL_CACHE_SIZE = 8192  # six reward functions read one batch: a few hundred entries suffice
-_ENV = LifeStackEnv()
-_GENERATOR = TaskGenerator()
+# The evaluation cache lives in lifestack.evaluation; these names are its two caches.
+EVALUATOR = Evaluator(PROMPT_CACHE_SIZE, EVAL_CACHE_SIZE)
+_PROMPT_CACHE = EVALUATOR.prompts  # prompt text -> (task, state, meta) or error; insertion-ordered
+_EVAL_CACHE = EVALUATOR.evaluations  # (prompt, completion) -> evaluation
+_prompt_context = EVALUATOR.context
+_cache_put = cache_put
 RUN_CONTEXT: dict[str, Any] = {"stage": 0, "difficulty": 0, "step": 0, "phase": "train", "log_dir": LOG_DIR,
                                "log_interval": LOG_INTERVAL, "evaluations": 0, "reward_seconds": 0.0}
-
-
-def completion_text(completion: Any) -> str:
-    """The assistant text of a completion: a string or ``[{"role": ..., "content": ...}]``."""
-    if isinstance(completion, str):
-        return completion
-    if isinstance(completion, list):
-        if len(completion) == 1 and isinstance(completion[0], dict):  # what TRL passes: one assistant message
-            m = completion[0]
-            content = m.get("content", "")
-            if m.get("role", "assistant") == "assistant" and isinstance(content, str):
-                return content  # the same object each call: its hash (the cache key) is computed once
-        parts = [m.get("content", "") for m in completion if isinstance(m, dict) and m.get("role", "assistant") == "assistant"]
-        return "".join(p for p in parts if isinstance(p, str))
-    if isinstance(completion, dict):
-        content = completion.get("content", "")
-        return content if isinstance(content, str) else ""
-    return ""
-
-
-def prompt_text(prompt: Any) -> str:
-    """The user message of a conversational prompt (or the prompt string itself)."""
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        for m in reversed(prompt):  # the last user message
-            if isinstance(m, dict) and m.get("role") == "user":
-                content = m.get("content", "")
-                return content if isinstance(content, str) else ""
-    return ""
-
-
-def strip_metadata(text: str) -> str:
-    """Remove any <SYSTEM_METADATA> block a completion carries: only the prompt's counts."""
-    return _METADATA_RE.sub("", text) if METADATA_OPEN in text else text
-
-
-def parse_completion(text: str) -> tuple[LifeStackAction | None, str | None]:
-    """``parse_action`` of a completion without any metadata block it carries; a block it
-    tried to inject is noted (``injected_metadata``, which costs format score)."""
-    clean = strip_metadata(text)
-    action, reason = parse_action(clean)
-    if action is not None and clean is not text:
-        action = with_notes(action, action.notes + ("injected_metadata",))
-    return action, reason
-
-
-def _fallback(reason: str) -> dict[str, Any]:
-    return {"reward": FALLBACK_REWARD, "breakdown": {"error": reason}, "action": None}
-
-
-def _cache_put(cache: dict, key: Any, value: Any, limit: int) -> None:
-    """First in, first out: past ``limit`` the oldest quarter goes in one sweep (cheaper
-    than one eviction per insert on this per-completion path)."""
-    cache[key] = value
-    if len(cache) > limit:
-        for old in list(itertools.islice(cache, len(cache) - limit * 3 // 4)):
-            del cache[old]
-
-
-def _prompt_context(text: str) -> tuple[Task, EpisodeState, dict] | str:
-    """Rebuild (task, pre-action state, metadata) from a prompt; a reason string on failure."""
-    hit = _PROMPT_CACHE.get(text)
-    if hit is not None:
-        return hit
-    match = _METADATA_RE.search(text)
-    if match is None:
-        result: Any = "prompt has no <SYSTEM_METADATA> block"
-    else:
-        try:
-            meta = json.loads(match.group(1))
-            if not isinstance(meta, dict):
-                raise ValueError("metadata is not an object")
-        except (ValueError, RecursionError) as exc:
-            result = f"unreadable metadata: {exc}"
-        else:
-            result = _context_from_metadata(meta)
-    _cache_put(_PROMPT_CACHE, text, result, PROMPT_CACHE_SIZE)
-    return result
-
-
-def _context_from_metadata(meta: dict) -> tuple[Task, EpisodeState, dict] | str:
-    try:
-        task = task_from_metadata(meta, _GENERATOR)
-    except Exception as exc:  # the hardening the reference page documents
-        print(f"[reward] Task construction failed: {exc}", file=sys.stderr, flush=True)
-        return f"task construction failed: {exc}"
-    missing = missing_task_fields(task)
-    if missing:
-        return f"task lacks required fields: {', '.join(missing)}"
-    try:
-        state = rebuild_state(meta, task)
-    except (ValueError, KeyError, TypeError) as exc:
-        return f"state rebuild failed: {exc}"
-    # the situation the feedback reward judges an action in (computed once per prompt)
-    meta["_situation"] = (str(meta.get("conflict_id")), task.domain, pressured_domain(state.metrics),
-                          int(meta.get("difficulty") or 0))
-    return task, state, meta
 
 
 def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
@@ -774,32 +610,18 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
     Returns ``{"reward": float in [-1, 1], "breakdown": dict, "action": LifeStackAction | None}``;
     on any parse or environment failure ``{"reward": -0.5, "breakdown": {"error": ...},
     "action": None}``. Never raises. Only the prompt's metadata is read: a completion
-    cannot change the state it is scored against.
+    cannot change the state it is scored against (lifestack.evaluation).
     """
     try:
         ptext, ctext = prompt_text(prompt), completion_text(completion)
-        key = (ptext, ctext)
-        hit = _EVAL_CACHE.get(key)
+        hit = _EVAL_CACHE.get((ptext, ctext))
         if hit is not None:
             return hit
-        ctx = _prompt_context(ptext)
-        if isinstance(ctx, str):
-            result = _fallback(ctx)
-        else:
-            task, state, meta = ctx
-            action, reason = parse_completion(ctext)
-            if action is None:
-                result = _fallback(reason or "unparseable completion")
-            else:
-                _ENV.restore(task, state, observe=False)
-                obs = _ENV.step(action)
-                reward = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
-                result = {"reward": reward, "breakdown": obs.metadata["breakdown"], "action": action,
-                          "info": obs.metadata["info"], "situation": meta["_situation"]}
-        _cache_put(_EVAL_CACHE, key, result, EVAL_CACHE_SIZE)
+        result = EVALUATOR.evaluate(ptext, ctext)
         if RUN_CONTEXT["phase"] != "integrity":  # the watch's own hack texts are not the policy's
             _count_signatures(result)
-            _maybe_log_generation(ptext, ctext, result)
+            if not RUN_CONTEXT.get("episodes"):  # episode mode logs whole episodes (log_episode)
+                _maybe_log_generation(ptext, ctext, result)
         return result
     except Exception as exc:  # never let one completion crash a training run
         return _fallback(f"evaluation error: {type(exc).__name__}: {exc}")

@@ -1,0 +1,185 @@
+"""Closed-loop episodes: the model acts, the environment answers, the model acts again.
+
+An :class:`Episode` starts from a seeded scenario (or from a rendered prompt, whose
+metadata rebuilds the state), holds the conversation so far, and advances one turn per
+answer: the answer is parsed and stepped through :class:`LifeStackEnv`, and the
+environment's reply (what happened, then the new state, rendered by
+``lifestack.prompts``) becomes the next user message. It ends when the task ends
+(success, failure, timeout) or after ``horizon`` turns.
+
+An answer that cannot be parsed is a wasted turn: the environment rejects it, nothing
+changes (not even the step counter), and the reply says why. The state is rounded after
+each step exactly as ``sample_scenario`` rounds it, so every environment turn's metadata
+rebuilds the very state the episode continues from: any turn can be rescored alone.
+
+Same scenario, same answers -> same turns, same observations, same rewards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .conflicts import ConflictEvent
+from .env import EpisodeState, LifeStackEnv
+from .evaluation import FALLBACK_REWARD, parse_completion
+from .generator import TaskGenerator
+from .metrics import RESOURCE_NAMES
+from .prompts import build_prompt, prompt_text, read_metadata, render_observation, render_rejection
+from .scenarios import Scenario, conflict_from_metadata, rebuild_state, round_state, task_from_metadata
+from .tasks import Task
+
+# How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
+# progress made during the episode, and resources kept. Weights sum to 1.
+OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.4, "resources": 0.1}
+RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
+
+
+@dataclass
+class Turn:
+    """One decision: the user text it answered (holds the pre-action state's metadata),
+    the answer, and what the environment made of it."""
+
+    prompt: str
+    completion: str
+    action: dict[str, Any] | None
+    reward: float  # the environment's task reward (FALLBACK_REWARD when rejected)
+    breakdown: dict[str, Any]
+    info: list[str]
+    observation: str | None = None  # the environment's reply; None when the episode ended here
+
+    def to_dict(self, head: int = 300) -> dict[str, Any]:
+        obs = self.observation
+        return {"completion": self.completion, "action": self.action, "task_reward": self.reward,
+                "task_breakdown": self.breakdown, "info": self.info,
+                "observation_head": None if obs is None else _visible(obs)[:head]}
+
+
+def _visible(text: str) -> str:
+    from .prompts import strip_metadata
+
+    return strip_metadata(text).strip()
+
+
+@dataclass
+class Episode:
+    task: Task
+    conflict: ConflictEvent
+    state: EpisodeState  # the state the episode started from (a copy; never changed)
+    difficulty: int
+    seed: int
+    horizon: int
+    messages: list[dict[str, str]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    env: LifeStackEnv = field(default_factory=LifeStackEnv)
+
+    def __post_init__(self) -> None:
+        if self.horizon < 1:
+            raise ValueError(f"horizon must be >= 1, got {self.horizon}")
+        self.state = self.state.clone()
+        self.env.restore(self.task, self.state)
+        if not self.messages:
+            self.messages = build_prompt(self.task, self.conflict, self.state, self.difficulty, self.seed)
+        self.messages = [dict(m) for m in self.messages]
+
+    # -- construction --------------------------------------------------------------
+    @classmethod
+    def from_scenario(cls, sc: Scenario, horizon: int) -> Episode:
+        return cls(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed, horizon)
+
+    @classmethod
+    def from_prompt(cls, messages: Sequence[dict[str, str]] | str, horizon: int,
+                    generator: TaskGenerator | None = None) -> Episode:
+        """The episode a rendered prompt starts (its metadata rebuilds the state).
+        Raises ValueError when the prompt carries no usable metadata."""
+        meta = read_metadata(prompt_text(messages))
+        if isinstance(meta, str):
+            raise ValueError(meta)
+        task = task_from_metadata(meta, generator)
+        state = rebuild_state(meta, task)
+        if isinstance(messages, str):
+            messages = []
+        return cls(task, conflict_from_metadata(meta), state, int(meta["difficulty"]), int(meta["seed"]), horizon,
+                   messages=list(messages))
+
+    # -- play ----------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.env.state.done or len(self.turns) >= self.horizon
+
+    def step(self, completion: str) -> Turn:
+        """Play one answer; append it and the environment's reply to the conversation."""
+        if self.done:
+            raise RuntimeError("the episode is over")
+        prompt = prompt_text(self.messages)
+        before = self.env.state.clone()
+        action, reason = parse_completion(completion)
+        if action is None:
+            turn = Turn(prompt, completion, None, FALLBACK_REWARD, {"error": reason or "unparseable completion"},
+                        [f"action rejected: {reason}"])
+        else:
+            obs = self.env.step(action)
+            round_state(self.env.state)
+            turn = Turn(prompt, completion, action.to_dict(), float(obs.reward), obs.metadata["breakdown"],
+                        list(obs.metadata["info"]))
+        self.turns.append(turn)
+        self.messages.append({"role": "assistant", "content": completion})
+        if not self.done:
+            if action is None:
+                turn.observation = render_rejection(self.task, self.conflict, self.env.state, turn.breakdown["error"],
+                                                    self.difficulty, self.seed)
+            else:
+                turn.observation = render_observation(self.task, self.conflict, before, self.env.state, turn.info,
+                                                      self.difficulty, self.seed)
+            self.messages.append({"role": "user", "content": turn.observation})
+        return turn
+
+    # -- results -------------------------------------------------------------------
+    def outcome(self) -> dict[str, Any]:
+        return episode_outcome(self.task, self.state, self.env.state)
+
+    def record(self) -> dict[str, Any]:
+        """What a log keeps of the episode (no hidden state)."""
+        return {"seed": self.seed, "difficulty": self.difficulty, "domain": self.task.domain,
+                "conflict_id": self.conflict.id, "horizon": self.horizon,
+                "turns": [t.to_dict() for t in self.turns], "outcome": self.outcome()}
+
+
+def episode_outcome(task: Task, start: EpisodeState, end: EpisodeState) -> dict[str, Any]:
+    """The trajectory's task outcome, scored in [-1, 1]: how the task ended (success +1,
+    failure -1, otherwise 0), the share of the milestone reward still open at the start
+    that the episode reached, and the share of the starting resources kept."""
+    open_ms = [m for m in task.milestones if m.id not in start.milestones]
+    total = sum(m.reward for m in open_ms)
+    reached = [m.id for m in open_ms if m.id in end.milestones]
+    progress = sum(m.reward for m in open_ms if m.id in reached) / total if total > 0 else 0.0
+    kept = [min(1.0, max(0.0, end.resources[k] / start.resources[k])) if start.resources[k] > 0 else 1.0
+            for k in RESOURCE_NAMES]
+    parts = {"result": RESULT_SCORES.get(end.outcome, 0.0), "milestones": progress, "resources": sum(kept) / len(kept)}
+    score = sum(OUTCOME_WEIGHTS[k] * v for k, v in parts.items())
+    return {"result": end.outcome, "milestones_reached": reached, "milestone_progress": round(progress, 4),
+            "resources_kept": round(parts["resources"], 4), "score": round(max(-1.0, min(1.0, score)), 6)}
+
+
+Policy = Callable[[Episode], str]
+
+
+def play(episode: Episode, policy: Policy) -> Episode:
+    """Run ``policy`` (episode -> answer text) until the episode ends."""
+    while not episode.done:
+        episode.step(policy(episode))
+    return episode
+
+
+def play_many(episodes: Sequence[Episode], answer: Callable[[list[list[dict[str, str]]]], list[str]]) -> list[Episode]:
+    """Advance many episodes in lockstep: ``answer`` gets the conversations of the live
+    ones and returns one answer each (a batched model generates them together)."""
+    while True:
+        live = [e for e in episodes if not e.done]
+        if not live:
+            return list(episodes)
+        texts = answer([e.messages for e in live])
+        if len(texts) != len(live):
+            raise ValueError(f"answer returned {len(texts)} texts for {len(live)} conversations")
+        for e, text in zip(live, texts):
+            e.step(text)
