@@ -33,6 +33,7 @@ from .tasks import Task
 # progress made during the episode, and resources kept. Weights sum to 1.
 OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.4, "resources": 0.1}
 RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
+OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
 
 
 @dataclass
@@ -159,6 +160,19 @@ def episode_outcome(task: Task, start: EpisodeState, end: EpisodeState) -> dict[
     score = sum(OUTCOME_WEIGHTS[k] * v for k, v in parts.items())
     return {"result": end.outcome, "milestones_reached": reached, "milestone_progress": round(progress, 4),
             "resources_kept": round(parts["resources"], 4), "score": round(max(-1.0, min(1.0, score)), 6)}
+
+
+def episode_reward(turn_values: Sequence[float], outcome: float | None = None) -> float:
+    """One reward for an episode from one reward's value on each of its turns: their
+    mean, and for the task reward (``outcome`` given) blended with the trajectory's
+    outcome score, ``(1 - OUTCOME_SHARE) * mean + OUTCOME_SHARE * outcome``.
+
+    The mean (not the sum) keeps an episode that ends early by success on the scale of
+    one that uses every turn, and a wasted (rejected) turn costs its share."""
+    if not turn_values:
+        raise ValueError("an episode has at least one turn")
+    mean = sum(turn_values) / len(turn_values)
+    return mean if outcome is None else (1.0 - OUTCOME_SHARE) * mean + OUTCOME_SHARE * outcome
 
 
 Policy = Callable[[Episode], str]

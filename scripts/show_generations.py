@@ -9,6 +9,9 @@ Each entry shows the prompt head, the completion, the parsed action, the weighte
 GRPO reward with each of the six rewards, and the env's task reward with its breakdown.
 Lines that are not valid JSON are reported and skipped. Logs written before 2026-12-04
 have only ``reward`` (the task reward) and ``breakdown``; they are shown as such.
+An episode-mode line (``HORIZON > 1``) holds a ``turns`` list: each turn is shown with
+what it answered, its completion, its action and its own rewards, then the episode's
+outcome and its aggregated rewards.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ def read_entries(path: Path) -> tuple[list[dict], int]:
 
 
 def format_entry(e: dict, width: int = 100) -> str:
+    if isinstance(e.get("turns"), list):
+        return format_episode(e, width)
     task = e.get("task_reward", e.get("reward", float("nan")))
     grpo = e.get("grpo_reward")
     head = (f"--- step {e.get('step')} | stage {e.get('stage')} | difficulty {e.get('difficulty')} | "
@@ -49,15 +54,47 @@ def format_entry(e: dict, width: int = 100) -> str:
     lines = [head, "  prompt:", wrap(e.get("prompt_head", "")), "  completion:", wrap(e.get("completion", ""))]
     action = e.get("action")
     lines.append("  action: " + (json.dumps(action) if action else "(none: the completion did not parse)"))
-    rewards = e.get("grpo_rewards") or {}
-    if rewards:
-        weights = e.get("grpo_weights") or {}
-        lines.append("  GRPO rewards (weight x value):")
-        lines.append(wrap(", ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={weights.get(k, '?')}x{v:+.3f}"
-                                    for k, v in rewards.items())))
+    lines += _rewards(e.get("grpo_rewards"), e.get("grpo_weights"), width)
     breakdown = e.get("task_breakdown", e.get("breakdown")) or {}
     lines.append("  task reward breakdown:")
     lines.append(wrap(", ".join(_item(k, v) for k, v in breakdown.items())))
+    return "\n".join(lines)
+
+
+def _wrap(s, width: int, indent: str = "    ") -> str:
+    return textwrap.indent(textwrap.fill(str(s), width), indent)
+
+
+def _rewards(rewards, weights, width: int, indent: str = "  ") -> list[str]:
+    if not isinstance(rewards, dict) or not rewards:
+        return []
+    weights = weights if isinstance(weights, dict) else {}
+    return [f"{indent}GRPO rewards (weight x value):",
+            _wrap(", ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={weights.get(k, '?')}x{_num(v)}"
+                            for k, v in rewards.items()), width, indent + "  ")]
+
+
+def _num(v) -> str:
+    return f"{v:+.3f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+
+def format_episode(e: dict, width: int = 100) -> str:
+    """One episode-mode line: its turns in order, then its outcome and aggregated rewards."""
+    outcome = e.get("outcome") if isinstance(e.get("outcome"), dict) else {}
+    lines = [f"--- episode {e.get('episode')} | step {e.get('step')} | stage {e.get('stage')} | difficulty "
+             f"{e.get('difficulty')} | {e.get('phase', 'train')} | {len(e['turns'])} of {e.get('horizon')} turns | "
+             f"GRPO reward (weighted total) {_num(e.get('grpo_reward'))} | task reward {_num(e.get('task_reward'))}"]
+    for k, t in enumerate(e["turns"], 1):
+        if not isinstance(t, dict):
+            continue
+        lines += [f"  turn {k}: task reward {_num(t.get('task_reward'))} | GRPO reward {_num(t.get('grpo_reward'))}",
+                  "    answered:", _wrap(t.get("prompt_head", ""), width, "      "),
+                  "    completion:", _wrap(t.get("completion", ""), width, "      "),
+                  "    action: " + (json.dumps(t["action"]) if t.get("action") else "(none: the completion did not parse)")]
+        lines += _rewards(t.get("grpo_rewards"), e.get("grpo_weights"), width, "    ")
+    lines.append(f"  outcome: {outcome.get('result')} | score {_num(outcome.get('score'))} | milestones reached "
+                 f"{outcome.get('milestones_reached')} | resources kept {_num(outcome.get('resources_kept'))}")
+    lines += _rewards(e.get("grpo_rewards"), e.get("grpo_weights"), width)
     return "\n".join(lines)
 
 

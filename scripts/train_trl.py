@@ -33,6 +33,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack`
 
 from lifestack.actions import ACTION_FIELDS, LifeStackAction, parse_action  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
+from lifestack.episodes import Episode, episode_reward, play, play_many  # noqa: E402
 from lifestack.diversity import answer_diversity  # noqa: E402
 from lifestack.evaluation import (  # noqa: E402
     EVAL_CACHE_SIZE, FALLBACK_REWARD, PROMPT_CACHE_SIZE, Evaluator, cache_put, parse_completion,
@@ -44,6 +45,7 @@ from lifestack.prompts import (  # noqa: E402  (several names re-exported: the s
     completion_text, fmt_number as _fmt, prompt_text, strip_metadata,
 )
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
+from lifestack.rollout import make_rollout_func  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenario  # noqa: E402
 
 _NAMES_BEFORE_CONSTANTS = set(globals())
@@ -66,7 +68,8 @@ LEARNING_RATES = [5e-6, 5e-6, 4e-6, 3e-6, 2e-6]  # one per stage (the last repea
 NUM_GENERATIONS = 4  # completions per prompt (the GRPO group)
 PER_DEVICE_BATCH_SIZE = 4  # completions per device per step; x processes x accumulation % NUM_GENERATIONS == 0
 GRAD_ACCUM_STEPS = 1
-MAX_COMPLETION_LENGTH = 256  # tokens
+MAX_COMPLETION_LENGTH = 256  # tokens (per turn in episode mode)
+HORIZON = 1  # decisions per GRPO sample: 1 = one action per prompt; > 1 = closed-loop episodes of up to HORIZON turns
 TEMPERATURE = 1.0  # sampling temperature for GRPO generations
 BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
 REWARD_WEIGHTS = [1.0, 0.5, 2.0, 1.0, 0.5, 0.5]  # format, plausibility, task, milestone, reasoning, feedback
@@ -122,6 +125,7 @@ REWARD_NAMES = (
     "reward_human_feedback_fn",
 )
 PROFILES = ("auto", "unsloth", "peft", "cpu")
+MAX_HORIZON = 8  # no task lasts longer
 
 
 # =====================================================================================
@@ -247,6 +251,9 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["OUTPUT_DIR"].strip() != "" and cfg["LOG_DIR"].strip() != "", "OUTPUT_DIR", "OUTPUT_DIR and LOG_DIR must be set")
     need(isinstance(cfg["CPU_PROFILE"], dict) and set(cfg["CPU_PROFILE"]) <= set(cfg), "CPU_PROFILE",
          "must map constant names to values")
+    need(1 <= cfg["HORIZON"] <= MAX_HORIZON, "HORIZON", f"must be in 1..{MAX_HORIZON} (1: single decisions; more: episodes)")
+    need(cfg["HORIZON"] == 1 or not cfg["USE_VLLM"], "HORIZON",
+         "episode mode (HORIZON > 1) generates each turn with transformers, not vLLM: set USE_VLLM=False")
     if cfg["USE_VLLM"]:
         need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
     need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
@@ -620,7 +627,7 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
         result = EVALUATOR.evaluate(ptext, ctext)
         if RUN_CONTEXT["phase"] != "integrity":  # the watch's own hack texts are not the policy's
             _count_signatures(result)
-            if not RUN_CONTEXT.get("episodes"):  # episode mode logs whole episodes (log_episode)
+            if not RUN_CONTEXT.get("episodes"):  # episode mode logs whole episodes (_maybe_log_episode)
                 _maybe_log_generation(ptext, ctext, result)
         return result
     except Exception as exc:  # never let one completion crash a training run
@@ -684,6 +691,35 @@ def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
         "grpo_weights": dict(zip(REWARD_NAMES, weights)),
         "task_reward": result["reward"], "task_breakdown": result["breakdown"],
     }
+    _write_log_line(line)
+
+
+def _maybe_log_episode(episode: Episode) -> None:
+    """Append every LOG_INTERVAL-th played episode to generations.jsonl (episode mode):
+    one line per episode, its turns in order, each with its own six rewards."""
+    RUN_CONTEXT["episodes_played"] = RUN_CONTEXT.get("episodes_played", 0) + 1
+    if RUN_CONTEXT["episodes_played"] % RUN_CONTEXT["log_interval"] or not is_main_process():
+        return
+    RUN_CONTEXT["episodes"] = True  # the turns are logged here, inside the episode's line, not one by one
+    weights = RUN_CONTEXT.get("reward_weights") or REWARD_WEIGHTS
+    turns = []
+    for t in episode.turns:
+        components = reward_vector(t.completion, t.prompt)  # cached evaluations: no second env step
+        turns.append({"prompt_head": strip_metadata(t.prompt).strip()[:300], **t.to_dict(),
+                      "grpo_reward": weighted_reward(components, weights), "grpo_rewards": components})
+    total = episode_reward_vector(episode)
+    _write_log_line({
+        "time": round(time.time(), 3), "phase": RUN_CONTEXT["phase"], "step": RUN_CONTEXT["step"],
+        "stage": RUN_CONTEXT["stage"], "difficulty": RUN_CONTEXT["difficulty"],
+        "episode": RUN_CONTEXT["episodes_played"], "horizon": episode.horizon, "seed": episode.seed,
+        "domain": episode.task.domain, "prompt_head": turns[0]["prompt_head"] if turns else "",
+        "turns": turns, "outcome": episode.outcome(),
+        "grpo_reward": weighted_reward(total, weights), "grpo_rewards": total,
+        "grpo_weights": dict(zip(REWARD_NAMES, weights)), "task_reward": total[OUTCOME_REWARD],
+    })
+
+
+def _write_log_line(line: dict) -> None:
     try:
         fh = _generation_log(os.path.join(RUN_CONTEXT["log_dir"], "generations.jsonl"))
         fh.write(json.dumps(line, default=str) + "\n")
@@ -702,19 +738,48 @@ def _evaluations(completions: Sequence[Any], prompts: Sequence[Any] | None, kwar
     return [get_lifestack_evaluation(c, p) for c, p in zip(completions, prompts)]
 
 
+def _clip(values: Sequence[Any]) -> list[float]:
+    # NaN first: min(1.0, nan) would silently turn it into the best possible reward
+    return [0.0 if x != x else max(-1.0, min(1.0, x)) for x in map(float, values)]
+
+
+# In episode mode (HORIZON > 1) this reward also carries the trajectory's outcome
+# (lifestack.episodes.episode_reward); the other five are the mean over the turns.
+OUTCOME_REWARD = "reward_task_success_fn"
+EPISODE_FIELDS = ("turns", "episode_outcome", "episode")  # what the episode rollout adds to a reward call
+
+
+def _per_episode(fn: Callable, kwargs: dict) -> list[float]:
+    """``fn`` on every turn of every episode (each turn against the state it answered),
+    aggregated per episode."""
+    turns, outcomes = kwargs["turns"], kwargs.get("episode_outcome")
+    rest = {k: v for k, v in kwargs.items() if k not in EPISODE_FIELDS and k not in ("prompts", "completions", "prompt")}
+    flat = [pair for episode in turns for pair in episode]
+    values = _clip(fn([c for _, c in flat], prompts=[p for p, _ in flat], **rest))
+    out, i = [], 0
+    for k, episode in enumerate(turns):
+        outcome = outcomes[k] if outcomes is not None and fn.__name__ == OUTCOME_REWARD else None
+        out.append(episode_reward(values[i:i + len(episode)], outcome))
+        i += len(episode)
+    return out
+
+
 def _timed(fn: Callable) -> Callable:
-    """Count the wall time spent in reward code (reported per stage)."""
+    """Count the wall time spent in reward code (reported per stage); clip to [-1, 1];
+    in episode mode score each turn and aggregate per episode."""
     import functools
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         t0 = time.perf_counter()
         try:
-            out = fn(*args, **kwargs)
+            if kwargs.get("turns") is not None:
+                out = _per_episode(fn, kwargs)
+            else:
+                out = fn(*args, **{k: v for k, v in kwargs.items() if k not in EPISODE_FIELDS})
         finally:
             RUN_CONTEXT["reward_seconds"] += time.perf_counter() - t0
-        # NaN first: min(1.0, nan) would silently turn it into the best possible reward
-        return [0.0 if x != x else max(-1.0, min(1.0, x)) for x in map(float, out)]
+        return _clip(out)
 
     return wrapper
 
@@ -876,6 +941,13 @@ def reward_vector(completion: Any, prompt: Any) -> dict[str, float]:
     return {f.__name__: f([completion], prompts=[prompt])[0] for f in REWARD_FUNCS}
 
 
+def episode_reward_vector(episode: Episode) -> dict[str, float]:
+    """All six rewards of a played episode, aggregated as GRPO sees them in episode mode."""
+    turns = [[[t.prompt, t.completion] for t in episode.turns]]
+    outcome = [episode.outcome()["score"]]
+    return {f.__name__: f([""], prompts=[""], turns=turns, episode_outcome=outcome)[0] for f in REWARD_FUNCS}
+
+
 def weighted_reward(rewards: dict[str, float], weights: Sequence[float] = REWARD_WEIGHTS) -> float:
     """The total GRPO optimises for one completion: sum of weight x reward, in REWARD_NAMES order."""
     return sum(w * rewards[name] for name, w in zip(REWARD_NAMES, weights))
@@ -919,7 +991,9 @@ def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_ne
 def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
     """A short supervised pass on heuristic demonstrations so a tiny model emits JSON.
 
-    Loss is on the completion tokens only. Returns the loss per step.
+    Loss is on the completion tokens only. In episode mode the demonstrations are the
+    heuristic's turns of played episodes, each after its conversation so far (so the
+    model has seen environment turns). Returns the loss per step.
     """
     import random
 
@@ -935,6 +1009,10 @@ def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
     pairs = []
     for i in range(max(64, steps)):
         sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
+        if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
+            ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: heuristic(e.env))
+            pairs += [(ep.messages[:2 + 2 * k], t.completion) for k, t in enumerate(ep.turns)]
+            continue
         env.restore(sc.task, sc.state)
         pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), heuristic(env)))
     device = next(model.parameters()).device
@@ -976,21 +1054,38 @@ def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[s
 
     Greedy completions by default (the curriculum's decision); ``samples=k`` scores k
     completions per prompt sampled at TEMPERATURE with a fixed seed instead, which
-    measures the policy GRPO actually optimises.
+    measures the policy GRPO actually optimises. With HORIZON > 1 each prompt starts a
+    closed-loop episode and the means are over episodes, aggregated as in training;
+    ``completions`` and ``turn_prompts`` then list every turn.
     """
     RUN_CONTEXT["phase"] = "eval"
     if samples > 0:
         prompts = [p for p in prompts for _ in range(samples)]
+    temperature = cfg["TEMPERATURE"] if samples > 0 else 0.0
+    RUN_CONTEXT["episodes"] = cfg["HORIZON"] > 1
+
+    def answer(conversations: list[list[dict]]) -> list[str]:
+        return generate_completions(model, tokenizer, conversations, cfg["MAX_COMPLETION_LENGTH"],
+                                    temperature=temperature, seed=cfg["SEED"])
+
     try:
-        completions = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"],
-                                           temperature=cfg["TEMPERATURE"] if samples > 0 else 0.0, seed=cfg["SEED"])
-        rows = [reward_vector(c, p) for c, p in zip(completions, prompts)]
+        if cfg["HORIZON"] > 1:
+            episodes = play_many([Episode.from_prompt(p, cfg["HORIZON"]) for p in prompts], answer)
+            for ep in episodes:
+                _maybe_log_episode(ep)
+            rows = [episode_reward_vector(ep) for ep in episodes]
+            turns = [t for ep in episodes for t in ep.turns]
+            completions, turn_prompts = [t.completion for t in turns], [t.prompt for t in turns]
+        else:
+            completions = answer(list(prompts))
+            rows = [reward_vector(c, p) for c, p in zip(completions, prompts)]
+            turn_prompts = list(prompts)
     finally:
         RUN_CONTEXT["phase"] = "train"
     means = {k: sum(r[k] for r in rows) / len(rows) for k in REWARD_NAMES}
     valid = sum(1 for c in completions if parse_action(c)[0] is not None) / len(completions)
     return {"mean_task_reward": means["reward_task_success_fn"], "reward_means": means, "valid_json_rate": valid,
-            "completions": completions}
+            "completions": completions, "turn_prompts": turn_prompts}
 
 
 def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
@@ -1072,6 +1167,8 @@ def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
     settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
     settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
+    if cfg["HORIZON"] > 1:  # recorded only when set, so single-step runs keep their fingerprint
+        settings["HORIZON"] = cfg["HORIZON"]
     return settings
 
 
@@ -1095,7 +1192,9 @@ def settings_mismatch(recorded: dict[str, Any], cfg: dict[str, Any]) -> str | No
     if recorded["fingerprint"] == config_fingerprint(current):
         return None
     old = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
-    diffs = [f"{key} {old.get(key, '(not recorded)')!r} -> {current[key]!r}" for key in current if old.get(key) != current[key]]
+    keys = list(current) + [key for key in old if key not in current]  # HORIZON is recorded only when > 1
+    diffs = [f"{key} {old.get(key, '(not recorded)')!r} -> {current.get(key, '(not recorded)')!r}"
+             for key in keys if old.get(key) != current.get(key)]
     return "; ".join(diffs) or "its fingerprint differs"
 
 
@@ -1367,7 +1466,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
     state_path = out / "curriculum_state.json"
     if state is None:
         state = load_curriculum_state(state_path, cfg)
-    RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"], reward_weights=list(cfg["REWARD_WEIGHTS"]))
+    RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"], reward_weights=list(cfg["REWARD_WEIGHTS"]),
+                       episodes=cfg["HORIZON"] > 1)
     if state["next_stage"] > cfg["N_STAGES"]:
         log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
             "(raise N_STAGES to continue, or --RESUME=False to start over)")
@@ -1379,8 +1479,16 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage)
         # TensorBoard (REPORT_TO) logs outside the step checkpoints, which are deleted after a stage
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(Path(cfg["LOG_DIR"]) / "tensorboard" / f"stage_{stage}")
+        episodes = {}
+        if cfg["HORIZON"] > 1:  # closed-loop episodes through TRL's rollout_func (lifestack.rollout)
+            os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
+            episodes["rollout_func"] = make_rollout_func(cfg["HORIZON"], on_rollout=_log_rollout)
+            if stage == state["next_stage"]:
+                log(f"[episodes] HORIZON={cfg['HORIZON']}: each GRPO sample is a closed-loop episode of up to "
+                    f"{cfg['HORIZON']} turns; environment tokens are masked from the loss (TRL rollout_func, "
+                    "experimental in TRL 1.14)")
         trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, ckpt_dir),
-                              train_dataset=dataset, processing_class=tokenizer)
+                              train_dataset=dataset, processing_class=tokenizer, **episodes)
         resume = last_checkpoint(ckpt_dir) if cfg["RESUME"] else None
         log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
             + (f", resuming from {resume}" if resume else ""))
@@ -1413,7 +1521,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
                 "frac_reward_zero_std": _mean([h.get("frac_reward_zero_std") for h in history]),
                 "steps": trainer.state.global_step,
             }
-            decision["diversity"] = stage_diversity(prompts, result["completions"])
+            decision["diversity"] = stage_diversity(result["turn_prompts"], result["completions"])
             if cfg["INTEGRITY_PROMPTS"] > 0:
                 decision["integrity"] = integrity_watch(cfg, stage, difficulty, state["stages"][-1] if state["stages"] else None)
         if world_info()[1] > 1:  # proof, per rank, that every process trained its share
@@ -1447,6 +1555,11 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
     return model, state
 
 
+def _log_rollout(episodes: Sequence[Episode], _out: dict) -> None:
+    for ep in episodes:
+        _maybe_log_episode(ep)
+
+
 def _mean(xs: Sequence[Any]) -> float | None:
     vals = [float(x) for x in xs if isinstance(x, (int, float))]
     return round(sum(vals) / len(vals), 4) if vals else None
@@ -1456,7 +1569,15 @@ def _mean(xs: Sequence[Any]) -> float | None:
 # Final evaluation and plots
 # =====================================================================================
 def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
-    """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step."""
+    """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step.
+
+    HORIZON = 1: each step is a fresh single-decision prompt of the current state, for the
+    task's whole horizon; the reward is the mean step reward. HORIZON > 1: the closed-loop
+    conversation the policy was trained on, up to HORIZON turns; the reward is the
+    episode's task reward as training aggregates it (turn mean blended with the outcome).
+    """
+    if cfg["HORIZON"] > 1:
+        return run_conversations(model, tokenizer, cfg, n, seed)
     episodes = []
     for i in range(n):
         difficulty = 1 + (i * 5) // n
@@ -1480,6 +1601,27 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> li
     return [{"episode": e["episode"], "difficulty": e["difficulty"], "domain": e["domain"], "seed": e["seed"],
              "reward": sum(e["rewards"]) / len(e["rewards"]), "steps": len(e["rewards"]),
              "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1)} for e in episodes]
+
+
+def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
+    """run_episodes in episode mode: the same starts, played as closed-loop episodes."""
+    starts = []
+    for i in range(n):
+        difficulty = 1 + (i * 5) // n
+        domain = ("flight_crisis", "code_merge_crisis")[i % 2]
+        sc = sample_scenario(seed + i, difficulty, domain)
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)  # episodes start at the crisis itself
+        starts.append(Episode(sc.task, sc.conflict, env.state, difficulty, sc.seed, cfg["HORIZON"]))
+    play_many(starts, lambda convs: generate_completions(model, tokenizer, convs, cfg["MAX_COMPLETION_LENGTH"]))
+    rows = []
+    for i, ep in enumerate(starts):
+        valid = sum(t.action is not None for t in ep.turns)
+        rows.append({"episode": i, "difficulty": ep.difficulty, "domain": ep.task.domain, "seed": ep.seed,
+                     "reward": episode_reward_vector(ep)[OUTCOME_REWARD], "steps": len(ep.turns),
+                     "outcome": ep.env.state.outcome, "valid_json_rate": valid / len(ep.turns),
+                     "turn_rewards": [round(t.reward, 4) for t in ep.turns], "outcome_score": ep.outcome()["score"]})
+    return rows
 
 
 def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:

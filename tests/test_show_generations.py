@@ -43,3 +43,31 @@ def test_main_filters_by_stage_and_counts_bad_lines(tmp_path, capsys):
 def test_main_missing_file_is_a_clear_error(tmp_path, capsys):
     assert SG.main(["--file", str(tmp_path / "none.jsonl")]) == 1
     assert "no such file" in capsys.readouterr().err
+
+
+EPISODE = {"step": 4, "stage": 1, "difficulty": 2, "phase": "train", "episode": 12, "horizon": 3,
+           "prompt_head": "GOAL: ship", "grpo_reward": -0.5, "task_reward": 0.125,
+           "grpo_rewards": {"reward_format_fn": 0.25, "reward_task_success_fn": 0.125},
+           "grpo_weights": {"reward_format_fn": 1.0, "reward_task_success_fn": 2.0},
+           "outcome": {"result": "running", "score": 0.3, "milestones_reached": ["m1"], "resources_kept": 0.8},
+           "turns": [{"prompt_head": "GOAL: ship", "completion": '{"action_type": "rest"}', "action": {"action_type": "rest"},
+                      "task_reward": 0.75, "grpo_reward": 2.5, "grpo_rewards": {"reward_format_fn": 1.0},
+                      "observation_head": "RESULT OF YOUR ACTION: rested"},
+                     {"prompt_head": "RESULT OF YOUR ACTION: rested", "completion": "oops", "action": None,
+                      "task_reward": -0.5, "grpo_reward": -3.0, "grpo_rewards": {"reward_format_fn": -0.6},
+                      "observation_head": None}]}
+
+
+def test_episode_entry_shows_each_turn_then_the_outcome():
+    text = SG.format_entry(EPISODE)
+    assert text.startswith("--- episode 12 |") and "2 of 3 turns" in text and "task reward +0.125" in text
+    first, second = text.index("turn 1:"), text.index("turn 2:")
+    assert first < second < text.index("outcome: running")
+    assert "answered:" in text and "RESULT OF YOUR ACTION: rested" in text[second:]
+    assert "did not parse" in text[second:] and "format=1.0x-0.600" in text
+    assert "milestones reached ['m1']" in text
+
+
+def test_episode_entry_with_damaged_turns_does_not_crash():
+    text = SG.format_entry({**EPISODE, "turns": ["junk", {}], "outcome": None, "grpo_rewards": None})
+    assert "turn 2:" in text and "outcome: None" in text

@@ -1278,3 +1278,85 @@ def test_vllm_colocate_trains_at_most_one_stage_per_process():
     assert T.colocate_problem(cfg, done_stages=4) is None  # one stage left
     assert T.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
     assert T.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
+
+
+# ------------------------------------------------------------------------------------
+# episode mode (HORIZON > 1)
+# ------------------------------------------------------------------------------------
+def test_horizon_is_validated():
+    assert T.build_config(["--HORIZON=3"], profile="cpu")["HORIZON"] == 3
+    for bad in ("--HORIZON=0", f"--HORIZON={T.MAX_HORIZON + 1}"):
+        with pytest.raises(T.ConfigError, match="HORIZON"):
+            T.build_config([bad], profile="cpu")
+    with pytest.raises(T.ConfigError, match="USE_VLLM=False"):
+        T.validate_config({**T.build_config(["--HORIZON=2"], profile="cpu"), "USE_VLLM": True})
+
+
+def test_horizon_one_keeps_the_single_step_fingerprint():
+    cfg = T.build_config([], profile="cpu")
+    assert "HORIZON" not in T.run_settings(cfg)  # runs recorded before episode mode still resume
+    episodic = T.build_config(["--HORIZON=3"], profile="cpu")
+    assert T.run_settings(episodic)["HORIZON"] == 3
+    assert T.config_fingerprint(T.run_settings(cfg)) != T.config_fingerprint(T.run_settings(episodic))
+    recorded = T.fresh_state(episodic)
+    assert "HORIZON 3 -> '(not recorded)'" in T.settings_mismatch(recorded, cfg)
+
+
+def played_episode(seed: int, horizon: int = 3):
+    from lifestack.episodes import Episode, play
+
+    rng = random.Random(seed)
+    return play(Episode.from_scenario(sample_scenario(seed, 1 + seed % 5), horizon),
+                lambda e: GARBAGE if rng.random() < 0.3 else heuristic(e.env, rng))
+
+
+def test_episode_rewards_are_each_turn_scored_alone_then_aggregated():
+    from lifestack.episodes import episode_reward
+
+    episodes = [played_episode(s) for s in range(6)]
+    turns = [[[t.prompt, t.completion] for t in ep.turns] for ep in episodes]
+    outcomes = [ep.outcome()["score"] for ep in episodes]
+    for fn in T.REWARD_FUNCS:
+        got = fn(["whole trajectory text"] * 6, prompts=[[{"role": "user", "content": "x"}]] * 6, turns=turns,
+                 episode_outcome=outcomes, episode=[ep.record() for ep in episodes])
+        for k, ep in enumerate(episodes):
+            per_turn = [fn([t.completion], prompts=[t.prompt])[0] for t in ep.turns]
+            outcome = outcomes[k] if fn.__name__ == T.OUTCOME_REWARD else None
+            assert got[k] == pytest.approx(episode_reward(per_turn, outcome)), fn.__name__
+            assert -1.0 <= got[k] <= 1.0
+    # the task reward of a turn is the env's own reward for that step
+    for ep in episodes:
+        assert [T.reward_task_success_fn([t.completion], prompts=[t.prompt])[0] for t in ep.turns] == \
+            pytest.approx([t.reward for t in ep.turns])
+
+
+def test_episode_reward_vector_matches_the_reward_call():
+    ep = played_episode(3)
+    vec = T.episode_reward_vector(ep)
+    assert list(vec) == list(T.REWARD_NAMES)
+    turns = [[[t.prompt, t.completion] for t in ep.turns]]
+    assert vec["reward_format_fn"] == T.reward_format_fn([""], turns=turns, episode_outcome=[0.0])[0]
+
+
+def test_episode_log_line_lists_turns_with_their_rewards(isolated, monkeypatch):
+    monkeypatch.setitem(T.RUN_CONTEXT, "log_interval", 1)
+    monkeypatch.setitem(T.RUN_CONTEXT, "episodes_played", 0)
+    ep = played_episode(5)
+    T._maybe_log_episode(ep)
+    T.close_generation_log()
+    [line] = [json.loads(x) for x in (isolated / "generations.jsonl").read_text().splitlines()]
+    assert line["horizon"] == 3 and len(line["turns"]) == len(ep.turns) and line["episode"] == 1
+    assert line["task_reward"] == pytest.approx(T.episode_reward_vector(ep)[T.OUTCOME_REWARD])
+    for logged, turn in zip(line["turns"], ep.turns):
+        assert logged["completion"] == turn.completion and logged["task_reward"] == turn.reward
+        assert set(logged["grpo_rewards"]) == set(T.REWARD_NAMES) and T.METADATA_OPEN not in logged["prompt_head"]
+    assert line["outcome"] == ep.outcome()
+
+
+def test_per_turn_evaluations_are_not_logged_in_episode_mode(isolated, monkeypatch):
+    monkeypatch.setitem(T.RUN_CONTEXT, "log_interval", 1)
+    monkeypatch.setitem(T.RUN_CONTEXT, "episodes", True)
+    prompt = dataset(3)[0]["prompt"]
+    T.get_lifestack_evaluation(GARBAGE, prompt)
+    T.close_generation_log()
+    assert not (isolated / "generations.jsonl").exists()

@@ -1,0 +1,144 @@
+"""lifestack.rollout: closed-loop episodes as TRL GRPO samples.
+
+With the tiny offline CPU-profile model (built once per module, nothing downloaded):
+the token streams render exactly the conversation, the env_mask marks the model's
+tokens only, the environment's tokens get no gradient through TRL's real loss, and a
+rollout is deterministic for a torch seed.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import train_trl as T  # noqa: E402
+
+from lifestack.episodes import Episode  # noqa: E402
+from lifestack.policies import heuristic  # noqa: E402
+from lifestack.rollout import chat_ids, env_turn_text, make_rollout_func, rollout_episodes  # noqa: E402
+from lifestack.scenarios import sample_scenario  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = tmp_path_factory.mktemp("tiny") / "base"
+    T.build_tiny_model(base, seed=7)
+    return AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
+
+
+def scripted_generate(tok, answers: list[str], stop: bool = True):
+    """A stand-in for the model: the next scripted answer for every context, ending at EOS
+    (or cut off without it when ``stop`` is False)."""
+    queue = iter(answers * 100)
+
+    def generate(contexts):
+        out = []
+        for _ in contexts:
+            ids = tok(next(queue), add_special_tokens=False)["input_ids"]
+            out.append(ids + [tok.eos_token_id] if stop else ids)
+        return out
+
+    return generate
+
+
+@pytest.mark.parametrize("stop", [True, False])
+def test_token_streams_render_the_conversation_and_mask_only_the_model(tiny, stop):
+    _model, tok = tiny
+    episodes = [Episode.from_scenario(sample_scenario(s, 1 + s % 5), 3) for s in range(3)]
+    first = Episode.from_scenario(sample_scenario(0, 1), 3)
+    answers = [heuristic(first.env), "not json at all"]
+    out = rollout_episodes(episodes, tok, scripted_generate(tok, answers, stop), {tok.eos_token_id})
+    for ep, p_ids, c_ids, mask in zip(episodes, out["prompt_ids"], out["completion_ids"], out["env_mask"]):
+        assert len(c_ids) == len(mask) and p_ids == chat_ids(tok, ep.messages[:2], True)
+        full = tok.decode(p_ids + c_ids)
+        rendered = tok.apply_chat_template(ep.messages, tokenize=False, add_generation_prompt=False)
+        if stop:
+            assert rendered.startswith(full) and rendered[len(full):] == "\n"  # only the template's final newline
+        else:  # a cut-off answer is closed by the environment's tokens; only the last stays open
+            assert rendered.startswith(full) and rendered[len(full):] == "<|im_end|>\n"
+        model_tokens = [t for t, m in zip(c_ids, mask) if m == 1]
+        expected = [tok(t.completion, add_special_tokens=False)["input_ids"] + ([tok.eos_token_id] if stop else [])
+                    for t in ep.turns]
+        assert model_tokens == [i for ids in expected for i in ids]
+        assert 0 in mask if len(ep.turns) > 1 else True
+        assert len(ep.turns) == 3 or ep.env.state.done
+    assert out["turns"] == [[[t.prompt, t.completion] for t in e.turns] for e in episodes]
+    assert out["episode_outcome"] == [e.outcome()["score"] for e in episodes]
+
+
+def test_env_turn_text_refuses_a_template_that_rewrites_history(tiny):
+    _model, tok = tiny
+
+    class Rewriting:
+        def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=False):
+            return f"{len(messages)} messages" + (" >" if add_generation_prompt else "")
+
+    ep = Episode.from_scenario(sample_scenario(1, 1), 2)
+    ep.step("garbage")
+    with pytest.raises(ValueError, match="prefix"):
+        env_turn_text(Rewriting(), ep.messages, None)
+    assert env_turn_text(tok, ep.messages, "<|im_end|>").startswith("\n<|im_start|>user\n")
+
+
+def grpo_trainer(model, tok, tmp_path, horizon: int = 3):
+    from trl import GRPOConfig, GRPOTrainer
+
+    def varied(completions, **kwargs):  # any reward that differs within a group gives advantages
+        return [float(len(c[0]["content"]) % 7) for c in completions]
+
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
+                      max_completion_length=12, use_cpu=True, report_to="none", temperature=1.0)
+    dataset = T.generate_dataset(2, 1, seed=3)
+    trainer = GRPOTrainer(model=model, reward_funcs=[varied], args=args, train_dataset=dataset, processing_class=tok,
+                          rollout_func=make_rollout_func(horizon))
+    return trainer, [dict(dataset[i // 2]) for i in range(4)]
+
+
+def test_environment_tokens_get_no_gradient_through_trls_loss(tiny, tmp_path):
+    model, tok = tiny
+    trainer, inputs = grpo_trainer(model, tok, tmp_path)
+    torch.manual_seed(0)
+    batch = trainer._generate_and_score_completions(inputs)
+    env = 1 - batch["tool_mask"]
+    assert int((env * batch["completion_mask"]).sum()) > 0  # there are environment tokens to mask
+    captured = {}
+
+    def keep(_module, _inputs, logits):
+        logits.retain_grad()
+        captured["logits"] = logits
+
+    handle = model.lm_head.register_forward_hook(keep)
+    try:
+        trainer.compute_loss(model, batch).backward()
+    finally:
+        handle.remove()
+    # logits position j predicts completion token j (TRL keeps completion length + 1, drops the last)
+    grad = captured["logits"].grad.abs().sum(-1)[:, : batch["completion_ids"].shape[1]]
+    assert float((grad * env).max()) == 0.0
+    moved = batch["advantages"] != 0
+    assert moved.any()
+    assert bool(((grad * batch["tool_mask"] * batch["completion_mask"]).sum(-1)[moved] > 0).all())
+    model.zero_grad(set_to_none=True)
+
+
+def test_rollout_is_deterministic_for_a_seed(tiny, tmp_path):
+    model, tok = tiny
+    trainer, inputs = grpo_trainer(model, tok, tmp_path)
+    prompts = [x["prompt"] for x in inputs]
+    runs = []
+    for seed in (0, 0, 1):
+        torch.manual_seed(seed)
+        runs.append(trainer.rollout_func(prompts, trainer))
+    assert runs[0]["completion_ids"] == runs[1]["completion_ids"] and runs[0]["env_mask"] == runs[1]["env_mask"]
+    assert runs[0]["turns"] == runs[1]["turns"]
+    assert runs[0]["completion_ids"] != runs[2]["completion_ids"]
+    assert runs[0]["logprobs"] is None and len(runs[0]["completion_ids"]) == len(prompts)
