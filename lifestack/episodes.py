@@ -7,8 +7,12 @@ environment's reply (what happened, then the new state, rendered by
 ``lifestack.prompts``) becomes the next user message. It ends when the task ends
 (success, failure, timeout) or after ``horizon`` turns.
 
-An answer that cannot be parsed is a wasted turn: the environment rejects it, nothing
-changes (not even the step counter), and the reply says why. The state is rounded after
+An answer that cannot be parsed is a wasted turn: it scores the fallback reward, and
+the world does not wait for it. Time passes as if the model had done nothing
+(``IDLE_ANSWER``: rest, no claims, no cost): events fire, the deadline comes closer.
+Otherwise nonsense would stop the clock and let a policy stall a failing task by
+talking garbage. (``LifeStackEnv.step`` itself changes nothing on a rejected action;
+that is the single-decision contract, where no time follows.) The state is rounded after
 each step exactly as ``sample_scenario`` rounds it, so every environment turn's metadata
 rebuilds the very state the episode continues from: any turn can be rescored alone.
 
@@ -25,15 +29,19 @@ from .env import EpisodeState, LifeStackEnv
 from .evaluation import FALLBACK_REWARD, parse_completion
 from .generator import TaskGenerator
 from .metrics import RESOURCE_NAMES
-from .prompts import build_prompt, prompt_text, read_metadata, render_observation, render_rejection
+from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation
 from .scenarios import Scenario, conflict_from_metadata, rebuild_state, round_state, task_from_metadata
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
-# progress made during the episode, and resources kept. Weights sum to 1.
+# progress made during the episode, and resources kept (credited on success only: doing
+# nothing keeps everything). Weights sum to 1.
 OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.4, "resources": 0.1}
 RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
 OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
+# What the world does with a turn whose answer could not be read: as if the model did nothing.
+IDLE_ANSWER = ('{"action_type": "rest", "target_domain": "mental_wellbeing", "route": null, "metric_changes": {}, '
+               '"resource_cost": {"time": 0, "money": 0, "energy": 0}, "reasoning": "No action this turn."}')
 
 
 @dataclass
@@ -116,8 +124,11 @@ class Episode:
         before = self.env.state.clone()
         action, reason = parse_completion(completion)
         if action is None:
+            idle = self.env.step(IDLE_ANSWER)  # its reward is not the model's: the turn scores the fallback
+            round_state(self.env.state)
             turn = Turn(prompt, completion, None, FALLBACK_REWARD, {"error": reason or "unparseable completion"},
-                        [f"action rejected: {reason}"])
+                        [f"action rejected: {reason}; time passed without an action"]
+                        + [m for m in idle.metadata["info"] if m.startswith(("event:", "episode over", "milestone"))])
         else:
             obs = self.env.step(action)
             round_state(self.env.state)
@@ -126,12 +137,10 @@ class Episode:
         self.turns.append(turn)
         self.messages.append({"role": "assistant", "content": completion})
         if not self.done:
-            if action is None:
-                turn.observation = render_rejection(self.task, self.conflict, self.env.state, turn.breakdown["error"],
-                                                    self.difficulty, self.seed)
-            else:
-                turn.observation = render_observation(self.task, self.conflict, before, self.env.state, turn.info,
-                                                      self.difficulty, self.seed)
+            turn.observation = render_observation(self.task, self.conflict, before, self.env.state, turn.info,
+                                                  self.difficulty, self.seed)
+            if action is None:  # remind it of the format it missed
+                turn.observation += f" Format: {ANSWER_SCHEMA}"
             self.messages.append({"role": "user", "content": turn.observation})
         return turn
 
@@ -149,17 +158,20 @@ class Episode:
 def episode_outcome(task: Task, start: EpisodeState, end: EpisodeState) -> dict[str, Any]:
     """The trajectory's task outcome, scored in [-1, 1]: how the task ended (success +1,
     failure -1, otherwise 0), the share of the milestone reward still open at the start
-    that the episode reached, and the share of the starting resources kept."""
+    that the episode reached, and, on success only, the share of the starting resources
+    kept (an episode that does nothing keeps them all and earns nothing for it)."""
     open_ms = [m for m in task.milestones if m.id not in start.milestones]
     total = sum(m.reward for m in open_ms)
     reached = [m.id for m in open_ms if m.id in end.milestones]
     progress = sum(m.reward for m in open_ms if m.id in reached) / total if total > 0 else 0.0
     kept = [min(1.0, max(0.0, end.resources[k] / start.resources[k])) if start.resources[k] > 0 else 1.0
             for k in RESOURCE_NAMES]
-    parts = {"result": RESULT_SCORES.get(end.outcome, 0.0), "milestones": progress, "resources": sum(kept) / len(kept)}
+    kept_share = sum(kept) / len(kept)
+    parts = {"result": RESULT_SCORES.get(end.outcome, 0.0), "milestones": progress,
+             "resources": kept_share if end.outcome == "success" else 0.0}
     score = sum(OUTCOME_WEIGHTS[k] * v for k, v in parts.items())
     return {"result": end.outcome, "milestones_reached": reached, "milestone_progress": round(progress, 4),
-            "resources_kept": round(parts["resources"], 4), "score": round(max(-1.0, min(1.0, score)), 6)}
+            "resources_kept": round(kept_share, 4), "score": round(max(-1.0, min(1.0, score)), 6)}
 
 
 def episode_reward(turn_values: Sequence[float], outcome: float | None = None) -> float:

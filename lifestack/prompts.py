@@ -133,17 +133,6 @@ def render_observation(task: Task, conflict: ConflictEvent, before: EpisodeState
     ])
 
 
-def render_rejection(task: Task, conflict: ConflictEvent, state: EpisodeState, reason: str, difficulty: int,
-                     seed: int) -> str:
-    """The environment's turn after an answer it could not read: nothing changed."""
-    return "\n".join([
-        metadata_block(task, conflict, state, difficulty, seed),
-        f"RESULT OF YOUR ACTION: rejected ({reason}); nothing happened and no time passed.",
-        *state_lines(task, state),
-        f"{NEXT_ANSWER} Format: {ANSWER_SCHEMA}",
-    ])
-
-
 def completion_text(completion: Any) -> str:
     """The assistant text of a completion: a string or ``[{"role": ..., "content": ...}]``."""
     if isinstance(completion, str):

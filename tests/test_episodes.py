@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lifestack.episodes import (
-    OUTCOME_SHARE, Episode, episode_outcome, episode_reward, play, play_many,
+    IDLE_ANSWER, OUTCOME_SHARE, Episode, episode_outcome, episode_reward, play, play_many,
 )
 from lifestack.evaluation import FALLBACK_REWARD, Evaluator
 from lifestack.policies import heuristic, oracle, random_valid
-from lifestack.prompts import build_prompt, read_metadata, strip_metadata
+from lifestack.prompts import ANSWER_SCHEMA, build_prompt, read_metadata, strip_metadata
 from lifestack.scenarios import rebuild_state, sample_scenario
 
 
@@ -67,15 +67,46 @@ def test_environment_turn_metadata_rebuilds_the_live_state():
             assert rebuilt.hidden == live.hidden
 
 
-def test_a_rejected_answer_wastes_a_turn_and_changes_nothing():
-    ep = Episode.from_scenario(sample_scenario(5, 2), 3)
-    before = ep.env.state.to_dict()
-    turn = ep.step("not an action")
-    assert turn.action is None and turn.reward == FALLBACK_REWARD and "error" in turn.breakdown
-    assert ep.env.state.to_dict() == before  # not even the step counter moved
-    assert "rejected" in turn.observation and len(ep.turns) == 1 and not ep.done
-    assert ep.messages[-2] == {"role": "assistant", "content": "not an action"}
-    assert ep.messages[-1] == {"role": "user", "content": turn.observation}
+def test_a_rejected_answer_wastes_a_turn_while_time_passes():
+    """The world does not wait: a rejected answer scores the fallback and the state moves
+    on exactly as if the model had answered IDLE_ANSWER (events fire, the step counter
+    advances); nonsense cannot stop the clock."""
+    for seed in range(20):
+        sc = sample_scenario(seed, 1 + seed % 5)
+        ep = Episode.from_scenario(sc, 3)
+        idle = Episode.from_scenario(sc, 3)
+        turn = ep.step("not an action")
+        idle.step(IDLE_ANSWER)
+        assert turn.action is None and turn.reward == FALLBACK_REWARD and "error" in turn.breakdown
+        assert ep.env.state.to_dict() == idle.env.state.to_dict()
+        assert ep.env.state.step == sc.state.step + 1
+        if not ep.done:
+            assert "rejected" in turn.observation and ANSWER_SCHEMA in turn.observation
+            assert ep.messages[-1] == {"role": "user", "content": turn.observation}
+        assert ep.messages[2] == {"role": "assistant", "content": "not an action"}
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 10**6), difficulty=st.integers(1, 5), horizon=st.integers(1, 5),
+       garbage=st.sampled_from(["", "I would wait.", '{"action_type": 5}', "{not json"]))
+def test_garbage_never_beats_doing_nothing_validly(seed, difficulty, horizon, garbage):
+    """An episode that answers nonsense scores below the same episode answering the valid
+    do-nothing action, turn by turn and as a whole (same states, worse turns)."""
+    sc = sample_scenario(seed, difficulty)
+    junk = play(Episode.from_scenario(sc, horizon), lambda e: garbage)
+    idle = play(Episode.from_scenario(sc, horizon), lambda e: IDLE_ANSWER)
+    assert len(junk.turns) == len(idle.turns)
+    assert all(j.reward < i.reward for j, i in zip(junk.turns, idle.turns))
+    assert junk.outcome() == idle.outcome()
+    assert episode_reward([t.reward for t in junk.turns], junk.outcome()["score"]) < \
+        episode_reward([t.reward for t in idle.turns], idle.outcome()["score"])
+
+
+def test_doing_nothing_earns_no_outcome_credit_for_resources_kept():
+    for seed in range(20):
+        idle = play(Episode.from_scenario(sample_scenario(seed, 1 + seed % 5), 3), lambda e: IDLE_ANSWER)
+        out = idle.outcome()
+        assert out["result"] != "success" and out["resources_kept"] > 0.9 and out["score"] <= 0.0
 
 
 def test_horizon_bounds_the_turns_and_the_task_can_end_first():
@@ -139,6 +170,7 @@ def test_outcome_of_an_unplayed_episode_is_neutral():
     sc = sample_scenario(3, 2)
     out = episode_outcome(sc.task, sc.state, sc.state)
     assert out["result"] == "running" and out["milestone_progress"] == 0.0 and out["resources_kept"] == 1.0
+    assert out["score"] == 0.0  # resources kept count on success only
 
 
 @settings(max_examples=200, derandomize=True)
@@ -165,7 +197,8 @@ def test_play_many_advances_in_lockstep_and_checks_the_answer_count():
         return ["garbage" for _ in conversations]
 
     play_many(eps, answer)
-    assert seen == [4, 4, 4] and all(len(e.turns) == 3 for e in eps)
+    assert seen[0] == 4 and seen == sorted(seen, reverse=True) and len(seen) <= 3
+    assert all(e.done for e in eps) and sum(len(e.turns) for e in eps) == sum(seen)
     with pytest.raises(ValueError, match="returned 0 texts"):
         play_many([Episode.from_scenario(sample_scenario(9, 2), 2)], lambda convs: [])
 

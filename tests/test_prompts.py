@@ -9,7 +9,7 @@ from lifestack.env import LifeStackEnv
 from lifestack.metrics import METRIC_PATHS
 from lifestack.prompts import (
     ANSWER_SCHEMA, METADATA_OPEN, build_prompt, completion_text, metric_changes, prompt_text, read_metadata,
-    render_observation, render_rejection, strip_metadata,
+    render_observation, strip_metadata,
 )
 from lifestack.policies import heuristic
 from lifestack.scenarios import rebuild_state, round_state, sample_scenario
@@ -41,8 +41,6 @@ def test_observation_describes_the_step_and_its_metadata_the_new_state():
                                                                         "outcome": "running"}
     assert "RESULT OF YOUR ACTION: " + "; ".join(obs.metadata["info"]) in text
     assert f"STEP {env.state.step + 1} of {sc.task.horizon}" in text
-    rejected = render_rejection(sc.task, sc.conflict, env.state, "no JSON object", 3, sc.seed)
-    assert "rejected (no JSON object)" in rejected and ANSWER_SCHEMA in rejected
 
 
 def test_metric_changes_lists_the_largest_moves_first():
