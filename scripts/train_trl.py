@@ -1642,10 +1642,11 @@ def _plot_title(ax, title: str, cpu: bool) -> None:
 
 
 def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, start_label: str = "base model",
-                      cpu: bool = False) -> None:
+                      cpu: bool = False, horizon: int = 1) -> None:
     """Per-episode mean task reward of the trained model and of the model GRPO started
-    from. No threshold here: ADVANCE_THRESHOLD applies to the held-out single-step mean
-    (grpo_curriculum.png), not to a multi-step episode's mean."""
+    from. No threshold here: ADVANCE_THRESHOLD applies to the held-out mean of the
+    curriculum's evaluation (grpo_curriculum.png), not to these episodes. ``horizon > 1``:
+    closed-loop conversations, scored as training aggregates them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -1658,7 +1659,8 @@ def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, s
         ax.plot(xs, ys, "o", ms=3, alpha=0.45, color=colour, label=f"{label} (per episode)")
         ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=f"{label} (rolling mean, 10)")
     ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
-    ax.set_ylabel("mean task reward per step of the episode")
+    ax.set_ylabel("mean task reward per step of the episode" if horizon == 1 else
+                  f"episode task reward (closed loop, <= {horizon} turns)")
     ax.set_ylim(-1.05, 1.05)
     _plot_title(ax, f"LifeStack GRPO: trained vs {start_label}", cpu)
     ax.legend(fontsize=8, loc="lower left")
@@ -1763,7 +1765,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
             for r in rows:
                 fh.write(json.dumps({"model": label, **r}) + "\n")
     cpu = cfg["_PROFILE"] == "cpu"
-    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu)
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"])
     curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
     state_path = Path(cfg["OUTPUT_DIR"]) / "curriculum_state.json"
     stages = json.loads(state_path.read_text(encoding="utf-8")).get("stages", []) if state_path.exists() else []
