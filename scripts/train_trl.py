@@ -1669,6 +1669,19 @@ def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, s
     plt.close(fig)
 
 
+def curriculum_note(stages: list[dict], threshold: float, cpu: bool) -> str | None:
+    """Why the difficulty never rose, when it did not (None when it did, or at 5)."""
+    if not stages or any(d.get("advance") for d in stages) or stages[-1]["difficulty"] >= 5:
+        return None
+    best = max(d["mean_task_reward"] for d in stages)
+    note = (f"never advanced: the held-out reward stayed below {threshold:g} (best {best:+.3f}), so every stage "
+            f"trained at difficulty {stages[0]['difficulty']}\nand final-evaluation episodes above it measure "
+            "levels the policy never trained on")
+    if cpu:
+        note += "\n(tiny CPU model: reaching the threshold needs route progress on almost every answer; docs/learning.md)"
+    return note
+
+
 def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD, cpu: bool = False) -> bool:
     """Per stage: the held-out mean task reward that decides the curriculum, with
     ADVANCE_THRESHOLD, and the difficulty trained (right axis)."""
@@ -1694,6 +1707,9 @@ def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADV
     handles = ax.get_legend_handles_labels()
     extra = right.get_legend_handles_labels()
     ax.legend(handles[0] + extra[0], handles[1] + extra[1], fontsize=8, loc="lower right")
+    note = curriculum_note(stages, threshold, cpu)
+    if note:
+        ax.text(0.01, 0.97, note, transform=ax.transAxes, fontsize=7, va="top", color="tab:red")
     _plot_title(ax, "Curriculum per stage", cpu)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1042,6 +1042,16 @@ def test_curriculum_plot_draws_the_threshold_on_the_held_out_reward(tmp_path, mo
     assert not T.plot_curriculum([], tmp_path / "none.png")
 
 
+def test_curriculum_plot_says_why_the_difficulty_never_rose():
+    flat = [{"stage": k, "difficulty": 1, "mean_task_reward": r, "advance": False} for k, r in ((1, 0.4), (2, 0.1))]
+    note = T.curriculum_note(flat, 0.6, cpu=True)
+    assert "never advanced" in note and "best +0.400" in note and "difficulty 1" in note and "docs/learning.md" in note
+    assert "docs/learning.md" not in T.curriculum_note(flat, 0.6, cpu=False)
+    rose = [{**flat[0], "advance": True}, {**flat[1], "difficulty": 2}]
+    assert T.curriculum_note(rose, 0.6, cpu=True) is None
+    assert T.curriculum_note([{**flat[0], "difficulty": 5}], 0.6, cpu=True) is None
+
+
 def test_write_json_atomic_replaces_the_file(tmp_path):
     path = tmp_path / "state" / "curriculum_state.json"
     T.write_json_atomic(path, {"next_stage": 1, "stages": []})
