@@ -30,7 +30,7 @@ import socket
 import threading
 from typing import Any, Iterator
 
-from fastapi import FastAPI, Request, WebSocket
+from fastapi import FastAPI, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -160,6 +160,8 @@ def create_app(service: LifeStackService, max_body_bytes: int = DEFAULT_MAX_BODY
             return
         try:
             await ws_session(websocket, service, session.id)
+        except WebSocketDisconnect:  # the client left mid-answer; nothing to tell it
+            pass
         finally:
             service.close(session.id)
 

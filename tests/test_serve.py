@@ -1,0 +1,313 @@
+"""python -m lifestack.serve on localhost: every endpoint, every bad input, the session
+limit, idle expiry, episodes through the server equal to in-process ones (HTTP, the
+WebSocket, OpenEnv's own client), and 64 concurrent sessions without cross-talk."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+import time
+from urllib.parse import urlsplit
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+ws_client = pytest.importorskip("websockets.sync.client")
+
+from lifestack.client import LifeStackClient, RemoteEpisode, ServerError  # noqa: E402
+from lifestack.episodes import Episode  # noqa: E402
+from lifestack.policies import heuristic, random_valid  # noqa: E402
+from lifestack.scenarios import sample_scenario  # noqa: E402
+from lifestack.serve import serving  # noqa: E402
+from lifestack.service import LifeStackService  # noqa: E402
+
+BODY_LIMIT = 16_384
+
+
+def reference(seed: int, difficulty: int, horizon: int = 5, domain: str | None = None) -> tuple[Episode, list[str]]:
+    """An in-process episode and the answers played in it: heuristic, random valid, and garbage."""
+    ep = Episode.from_scenario(sample_scenario(seed, difficulty, domain), horizon)
+    rng, answers = random.Random(seed), []
+    while not ep.done:
+        r = rng.random()
+        answer = "no idea, sorry" if r < 0.15 else random_valid(ep.env, rng) if r < 0.45 else heuristic(ep.env, rng)
+        answers.append(answer)
+        ep.step(answer)
+    return ep, answers
+
+
+def turn_tuple(t) -> tuple:
+    return (t.prompt, t.completion, t.action, t.reward, t.breakdown, t.info, t.observation)
+
+
+@pytest.fixture(scope="module")
+def url():
+    with serving(LifeStackService(max_sessions=200, idle_timeout=120, horizon=5), max_body_bytes=BODY_LIMIT) as u:
+        yield u
+
+
+@pytest.fixture
+def client(url):
+    with LifeStackClient(url) as c:
+        yield c
+
+
+def raw(url: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+        chunked: bool = False) -> tuple[int, dict]:
+    """A request as curl would send it; (status, JSON answer)."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        conn.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read() or b"null")
+    finally:
+        conn.close()
+
+
+# -- endpoints ----------------------------------------------------------------------
+def test_health_metadata_schema_and_capacity(client):
+    assert client.health() == {"status": "healthy"}
+    assert client.request("GET", "/metadata")["name"] == "lifestack"
+    schema = client.schema()
+    assert set(schema) == {"action", "observation", "reset_observation", "state"}
+    assert "reward_components" in schema["observation"]["properties"]
+    cap = client.request("GET", "/sessions")
+    assert cap["max_sessions"] == 200 and cap["active_sessions"] >= 0
+
+
+def test_curl_episode_reset_step_state_close(url):
+    status, first = raw(url, "POST", "/reset", b'{"seed": 7, "difficulty": 2, "task_family": "code_merge_crisis"}')
+    assert status == 200 and first["done"] is False and first["reward"] is None
+    obs, sid = first["observation"], first["metadata"]["session_id"]
+    ref = Episode.from_scenario(sample_scenario(7, 2, "code_merge_crisis"), 5)
+    assert obs["text"] == ref.messages[-1]["content"] and obs["messages"] == ref.messages
+    assert obs["episode"]["domain"] == "code_merge_crisis" and obs["episode"]["seed"] == 7
+
+    answer = heuristic(ref.env)
+    turn = ref.step(answer)
+    status, step = raw(url, "POST", "/step", json.dumps({"action": {"text": answer}, "session_id": sid}).encode())
+    assert status == 200
+    assert (step["observation"]["text"], step["reward"], step["observation"]["reward_components"],
+            step["observation"]["info"], step["observation"]["action"]) == \
+        (turn.observation, turn.reward, turn.breakdown, turn.info, turn.action)
+    # raw model text as the action itself, and the session id in the query string
+    answer2 = heuristic(ref.env)
+    turn2 = ref.step(answer2)
+    status, step2 = raw(url, "POST", f"/step?session_id={sid}", json.dumps({"action": answer2}).encode())
+    assert status == 200 and step2["reward"] == turn2.reward and step2["observation"]["text"] == turn2.observation
+
+    status, state = raw(url, "GET", f"/state?session_id={sid}")
+    assert status == 200 and state["step_count"] == 2 and state["messages"] == ref.messages
+    assert state["episode_id"] == sid and state["outcome"] == ref.outcome()
+    assert raw(url, "DELETE", f"/sessions/{sid}")[0] == 200
+    assert raw(url, "GET", f"/state?session_id={sid}")[0] == 404
+
+
+def test_a_structured_action_plays_as_its_json_text(client):
+    ref = Episode.from_scenario(sample_scenario(3, 1), 5)
+    action = json.loads(heuristic(ref.env))
+    turn = ref.step(json.dumps(action))
+    client.reset(seed=3, difficulty=1, horizon=5)
+    got = client.step({**action, "metadata": {}})  # OpenEnv's Action base adds "metadata"
+    assert got.reward == turn.reward and got.text == turn.observation and got.observation["action"] == turn.action
+
+
+def test_full_episodes_through_the_server_equal_in_process_ones(url):
+    for seed in range(6):
+        difficulty, domain = 1 + seed % 5, (None, "flight_crisis", "code_merge_crisis")[seed % 3]
+        ref, answers = reference(seed, difficulty, 5, domain)
+        with RemoteEpisode(url, seed=seed, difficulty=difficulty, domain=domain, horizon=5) as remote:
+            for answer in answers:
+                assert not remote.done
+                remote.step(answer)
+            assert remote.done
+            assert [turn_tuple(t) for t in remote.turns] == [turn_tuple(t) for t in ref.turns]
+            assert remote.messages == ref.messages and remote.outcome() == ref.outcome()
+            assert remote.record() == ref.record()
+            with pytest.raises(RuntimeError, match="over"):
+                remote.step("{}")
+
+
+# -- bad input ----------------------------------------------------------------------
+def test_bad_requests_get_clear_4xx_and_leave_other_sessions_intact(url):
+    ref, answers = reference(21, 4)
+    bystander = RemoteEpisode(url, seed=21, difficulty=4, horizon=5)
+    bystander.step(answers[0])
+
+    status, first = raw(url, "POST", "/reset", b'{"seed": 1, "difficulty": 1, "horizon": 1}')
+    done_sid = first["metadata"]["session_id"]
+    assert raw(url, "POST", "/step", json.dumps({"action": "{}", "session_id": done_sid}).encode())[0] == 200
+    cases = [
+        ("POST", "/reset", b"{not json", 400, "INVALID_JSON"),
+        ("POST", "/step", b'{"action": "x", "session_id": ', 400, "INVALID_JSON"),
+        ("POST", "/step", b"\xff\xfe garbage", 400, "INVALID_JSON"),
+        ("POST", "/step", b"[1, 2]", 422, "VALIDATION_ERROR"),
+        ("POST", "/step", b'{"session_id": "abc"}', 422, "VALIDATION_ERROR"),
+        ("POST", "/step", b'{"action": 42, "session_id": "abc"}', 422, "VALIDATION_ERROR"),
+        ("POST", "/step", b'{"action": "x"}', 422, "VALIDATION_ERROR"),
+        ("POST", "/step", b'{"action": "x", "session_id": "no-such-session"}', 404, "UNKNOWN_SESSION"),
+        ("GET", "/state?session_id=no-such-session", None, 404, "UNKNOWN_SESSION"),
+        ("DELETE", "/sessions/no-such-session", None, 404, "UNKNOWN_SESSION"),
+        ("POST", "/step", json.dumps({"action": "{}", "session_id": done_sid}).encode(), 409, "EPISODE_OVER"),
+        ("POST", "/reset", b'{"seed": -3}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b'{"seed": "seven"}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b'{"seed": 1e400}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b'{"seed": 99999999999999999999999}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b'{"seed": 1, "difficulty": 9}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b'{"seed": 1, "task_family": "space_opera"}', 422, "VALIDATION_ERROR"),
+        ("POST", "/reset", b"x" * (BODY_LIMIT + 1), 413, "BODY_TOO_LARGE"),
+        ("GET", "/no/such/path", None, 404, "NOT_FOUND"),
+    ]
+    for method, path, body, want_status, want_code in cases:
+        status, answer = raw(url, method, path, body)
+        assert (status, answer.get("code")) == (want_status, want_code), (path, body, answer)
+        assert isinstance(answer.get("detail"), str) and answer["detail"], answer
+
+    # a huge chunked body (no Content-Length) is cut off while it streams in
+    chunks = (b'{"action": "' + b"a" * 4096 for _ in range(10))
+    status, answer = raw(url, "POST", "/step", chunks, {"Content-Type": "application/json"}, chunked=True)
+    assert status == 413 and answer["code"] == "BODY_TOO_LARGE"
+
+    for answer in answers[1:]:  # the bystander's episode went on as if nothing happened
+        bystander.step(answer)
+    assert [turn_tuple(t) for t in bystander.turns] == [turn_tuple(t) for t in ref.turns]
+    assert raw(url, "GET", "/health") == (200, {"status": "healthy"})
+
+
+def test_the_session_limit_refuses_new_sessions_clearly_until_one_closes():
+    with serving(LifeStackService(max_sessions=3, idle_timeout=60)) as url:
+        clients = [LifeStackClient(url) for _ in range(3)]
+        for i, c in enumerate(clients):
+            c.reset(seed=i, difficulty=1)
+        with pytest.raises(ServerError) as e:
+            LifeStackClient(url).reset(seed=9, difficulty=1)
+        assert e.value.status == 503 and e.value.code == "CAPACITY_REACHED" and "limit" in e.value.message
+        assert e.value.body["max_sessions"] == 3
+        with ws_client.connect(url.replace("http", "ws") + "/ws") as ws:  # a WebSocket counts too
+            refusal = json.loads(ws.recv(timeout=5))
+        assert refusal["type"] == "error" and refusal["data"]["code"] == "CAPACITY_REACHED"
+        clients[0].close()
+        again = LifeStackClient(url)
+        assert again.reset(seed=9, difficulty=1).observation["episode"]["seed"] == 9
+        clients[1].step("{}")  # the others were never disturbed
+
+
+def test_idle_sessions_expire():
+    with serving(LifeStackService(max_sessions=2, idle_timeout=0.3)) as url:
+        c = LifeStackClient(url)
+        c.reset(seed=1, difficulty=1)
+        busy = LifeStackClient(url)
+        busy.reset(seed=2, difficulty=1)
+        deadline = time.monotonic() + 5
+        while c.request("GET", "/sessions")["active_sessions"] > 1 and time.monotonic() < deadline:
+            busy.state()  # in use: never expires
+            time.sleep(0.05)
+        assert c.request("GET", "/sessions")["active_sessions"] == 1  # the reaper dropped the idle one
+        with pytest.raises(ServerError) as e:
+            c.step("{}")
+        assert e.value.status == 404 and "expired" in e.value.message
+        busy.step("{}")
+
+
+# -- the WebSocket --------------------------------------------------------------------
+def test_websocket_session_plays_the_in_process_episode_and_answers_errors(url):
+    ref, answers = reference(5, 3)
+    with ws_client.connect(url.replace("http", "ws") + "/ws") as ws:
+        def send(msg):
+            ws.send(msg if isinstance(msg, str) else json.dumps(msg))
+            return json.loads(ws.recv(timeout=10))
+
+        assert send({"type": "step", "data": {"text": "{}"}})["data"]["code"] == "NOT_RESET"
+        assert send("{broken")["data"]["code"] == "INVALID_JSON"
+        assert send({"type": "jump"})["data"]["code"] == "UNKNOWN_TYPE"
+        assert send({"type": "reset", "data": {"seed": -1}})["data"]["code"] == "VALIDATION_ERROR"
+        first = send({"type": "reset", "data": {"seed": 5, "difficulty": 3, "horizon": 5}})
+        assert first["type"] == "observation" and first["data"]["observation"]["messages"] == ref.messages[:2]
+        for i, (answer, turn) in enumerate(zip(answers, ref.turns)):
+            data = {"text": answer} if i % 2 else {"action": answer}  # both data forms
+            got = send({"type": "step", "data": data})["data"]
+            assert (got["observation"]["text"], got["reward"], got["observation"]["reward_components"]) == \
+                (turn.observation, turn.reward, turn.breakdown)
+        assert got["done"] is True
+        assert send({"type": "step", "data": {"text": "{}"}})["data"]["code"] == "EPISODE_OVER"
+        state = send({"type": "state"})
+        assert state["type"] == "state" and state["data"]["step_count"] == len(ref.turns)
+        ws.send(json.dumps({"type": "close"}))
+        with pytest.raises(Exception):
+            ws.recv(timeout=5)  # the server closed the session
+
+
+def test_an_oversized_websocket_message_closes_only_that_connection(url):
+    with ws_client.connect(url.replace("http", "ws") + "/ws", max_size=None) as ws:
+        ws.send(json.dumps({"type": "step", "data": {"text": "a" * (2 * BODY_LIMIT)}}))
+        with pytest.raises(Exception):
+            ws.recv(timeout=5)
+        assert ws.close_code == 1009  # "message too big"
+    assert raw(url, "GET", "/health")[0] == 200
+
+
+# -- many sessions at once -------------------------------------------------------------
+def test_64_concurrent_sessions_each_equal_their_in_process_run(url):
+    n = 64
+    refs = [reference(1000 + i, 1 + i % 5, 5) for i in range(n)]
+    results: list = [None] * n
+    start = threading.Barrier(n)
+
+    def play(i: int) -> None:
+        try:
+            ref, answers = refs[i]
+            start.wait(timeout=30)
+            remote = RemoteEpisode(url, seed=1000 + i, difficulty=1 + i % 5, horizon=5)
+            for answer in answers:
+                remote.step(answer)
+            results[i] = remote
+        except BaseException as e:  # reported below, per session
+            results[i] = e
+
+    threads = [threading.Thread(target=play, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for i, ((ref, _), remote) in enumerate(zip(refs, results)):
+        assert isinstance(remote, RemoteEpisode), f"session {i}: {remote!r}"
+        assert [turn_tuple(t) for t in remote.turns] == [turn_tuple(t) for t in ref.turns], f"session {i}"
+        assert remote.outcome() == ref.outcome()
+
+
+# -- OpenEnv's contract, checked with the pinned openenv package ------------------------
+def test_results_validate_against_openenv_models(client):
+    types = pytest.importorskip("openenv.core.env_server.types")
+    types.HealthResponse.model_validate(client.health())
+    types.SchemaResponse.model_validate(client.schema())
+    types.EnvironmentMetadata.model_validate(client.request("GET", "/metadata"))
+    types.ServerCapacityStatus.model_validate({k: v for k, v in client.request("GET", "/sessions").items()
+                                               if k != "idle_timeout_s"})
+    types.ResetRequest.model_validate({"seed": 4, "difficulty": 2, "task_family": "flight_crisis"})
+    first = client.request("POST", "/reset", {"seed": 4, "difficulty": 2})
+    types.ResetResponse.model_validate(first)
+    body = {"action": {"text": "{}"}, "session_id": first["metadata"]["session_id"]}
+    types.StepRequest.model_validate(body)
+    types.StepResponse.model_validate(client.request("POST", "/step", body))
+    types.State.model_validate(client.request("GET", f"/state?session_id={first['metadata']['session_id']}"))
+
+
+def test_openenv_generic_client_plays_the_in_process_episode(url):
+    generic = pytest.importorskip("openenv.core.generic_client")
+    ref, answers = reference(8, 2)
+    env = generic.GenericEnvClient(base_url=url).sync()
+    try:
+        first = env.reset(seed=8, difficulty=2, horizon=5)
+        assert first.observation["messages"] == ref.messages[:2] and first.done is False
+        for answer, turn in zip(answers, ref.turns):
+            result = env.step({"text": answer})
+            assert (result.observation["text"], result.reward, result.observation["reward_components"]) == \
+                (turn.observation, turn.reward, turn.breakdown)
+        assert result.done is True
+        assert env.state()["step_count"] == len(ref.turns)
+    finally:
+        env.close()
