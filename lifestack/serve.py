@@ -259,6 +259,15 @@ def serving(service: LifeStackService | None = None, host: str = "127.0.0.1", po
         sock.close()
 
 
+def __getattr__(name: str) -> Any:
+    # ``lifestack.serve:app`` (openenv.yaml, ``uvicorn lifestack.serve:app``): an app with the
+    # default limits, built on first use rather than on import.
+    if name == "app":
+        globals()["app"] = create_app(LifeStackService(DEFAULT_MAX_SESSIONS, DEFAULT_IDLE_TIMEOUT, DEFAULT_HORIZON))
+        return globals()["app"]
+    raise AttributeError(f"module 'lifestack.serve' has no attribute {name!r}")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m lifestack.serve", description=__doc__.split("\n\n")[0])
     p.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 in a container)")

@@ -311,3 +311,20 @@ def test_openenv_generic_client_plays_the_in_process_episode(url):
         assert env.state()["step_count"] == len(ref.turns)
     finally:
         env.close()
+
+
+def test_the_manifest_parses_with_openenv_and_names_an_app_that_serves():
+    parser = pytest.importorskip("openenv.validation.parsers.openenv_yaml")
+    import importlib
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parent.parent
+    manifest = parser.OpenEnvYamlParser().parse(root)
+    assert manifest.name == "lifestack" and manifest.reward.range == (-1.0, 1.0)
+    raw_manifest = yaml.safe_load((root / "openenv.yaml").read_text())
+    module, attr = raw_manifest["app"].split(":")
+    assert type(getattr(importlib.import_module(module), attr)).__name__ == "FastAPI"
+    dockerfile = (root / "Dockerfile").read_text()
+    assert '".[serve]"' in dockerfile and f'"--port", "{raw_manifest["port"]}"' in dockerfile
