@@ -172,13 +172,23 @@ class RemoteEpisode:
     per turn), ``step(completion) -> Turn``, ``done``, ``turns``, ``outcome()``,
     ``record()``. Same answers, same turns, byte for byte.
 
+    ``RemoteEpisode(base_url, scenario=meta, horizon=h)`` starts instead at exactly the
+    state a prompt's ``<SYSTEM_METADATA>`` object ``meta`` describes, as
+    ``Episode.from_prompt`` does in-process: the trainer's way (a prompt drawn with
+    ``sample_scenario(seed, difficulty)`` is not the one ``sample_scenario(seed,
+    difficulty, domain)`` draws: naming the family changes the draw).
+
     The server session is closed when the episode ends (or by ``close()``, or ``with``).
     """
 
-    def __init__(self, base_url: str, seed: int, difficulty: int, domain: str | None = None, horizon: int = 8,
-                 *, timeout: float = 30.0, client: LifeStackClient | None = None) -> None:
+    def __init__(self, base_url: str, seed: int | None = None, difficulty: int | None = None, domain: str | None = None,
+                 horizon: int = 8, *, scenario: dict[str, Any] | None = None, timeout: float = 30.0,
+                 client: LifeStackClient | None = None) -> None:
         self.client = client or LifeStackClient(base_url, timeout=timeout)
-        first = self.client.reset(seed=seed, difficulty=difficulty, task_family=domain, horizon=horizon)
+        if scenario is not None:  # exactly the state a prompt's metadata describes
+            first = self.client.reset(horizon=horizon, scenario=scenario)
+        else:
+            first = self.client.reset(seed=seed, difficulty=difficulty, task_family=domain, horizon=horizon)
         info = first.observation["episode"]
         self.seed, self.difficulty, self.horizon = info["seed"], info["difficulty"], info["horizon"]
         self.domain, self.conflict_id = info["domain"], info["conflict_id"]

@@ -104,12 +104,27 @@ class Episode:
         meta = read_metadata(prompt_text(messages))
         if isinstance(meta, str):
             raise ValueError(meta)
-        task = task_from_metadata(meta, generator)
+        ep = cls.from_metadata(meta, horizon, generator)
+        if not isinstance(messages, str):
+            ep.messages = [dict(m) for m in messages]
+        return ep
+
+    @classmethod
+    def from_metadata(cls, meta: dict[str, Any], horizon: int, generator: TaskGenerator | None = None) -> Episode:
+        """The episode that starts at the state a ``<SYSTEM_METADATA>`` object describes;
+        its first prompt is that state's prompt, byte for byte. Raises ValueError when the
+        metadata is malformed (the checks the rewards apply to untrusted prompts)."""
+        if not isinstance(meta, dict):
+            raise ValueError("metadata must be a JSON object")
+        try:
+            task = task_from_metadata(meta, generator)
+        except ValueError:
+            raise
+        except Exception as exc:  # an unknown family or difficulty surfaces from the generator
+            raise ValueError(f"task construction failed: {exc}") from None
         state = rebuild_state(meta, task)
-        if isinstance(messages, str):
-            messages = []
-        return cls(task, conflict_from_metadata(meta), state, int(meta["difficulty"]), int(meta["seed"]), horizon,
-                   messages=list(messages))
+        difficulty, seed = meta.get("difficulty"), meta.get("seed")
+        return cls(task, conflict_from_metadata(meta), state, int(difficulty), int(seed), horizon)
 
     # -- play ----------------------------------------------------------------------
     @property

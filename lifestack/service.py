@@ -38,7 +38,7 @@ MAX_SEED = 2**63 - 1  # JSON integers beyond this lose precision in many clients
 MAX_HORIZON = 32  # turns one episode may be asked for; every task ends by itself well before
 DEFAULT_DIFFICULTY = 1
 DEFAULT_HORIZON = 8  # the trainer's MAX_HORIZON: no task lasts longer, so the task decides the end
-RESET_FIELDS = {"seed", "difficulty", "task_family", "domain", "horizon", "episode_id", "session_id"}
+RESET_FIELDS = {"seed", "difficulty", "task_family", "domain", "horizon", "episode_id", "session_id", "scenario"}
 # OpenEnv's StepRequest fields besides "action": accepted and ignored (a step is fast and cannot time out).
 STEP_EXTRA_FIELDS = {"session_id", "timeout_s", "request_id"}
 # Key OpenEnv's Action base class adds to every action; not part of a LifeStack answer.
@@ -113,6 +113,7 @@ class ResetParams:
     domain: str | None
     horizon: int
     episode_id: str | None = None
+    scenario: dict | None = None  # a prompt's <SYSTEM_METADATA> object: start at exactly that state
 
 
 def _int_field(body: Mapping[str, Any], name: str, lo: int, hi: int, default: int | None) -> int | None:
@@ -151,7 +152,15 @@ def reset_params(body: Any, default_horizon: int = DEFAULT_HORIZON) -> ResetPara
     episode_id = body.get("episode_id")
     if episode_id is not None and (not isinstance(episode_id, str) or len(episode_id) > 255):
         raise InvalidRequest("episode_id must be a string of at most 255 characters", field="episode_id")
-    return ResetParams(seed, difficulty, domain, horizon, episode_id)
+    scenario = body.get("scenario")
+    if scenario is not None:
+        if not isinstance(scenario, dict):
+            raise InvalidRequest("scenario must be the JSON object of a prompt's <SYSTEM_METADATA> block",
+                                 field="scenario")
+        clash = sorted({"seed", "difficulty", "task_family", "domain"} & set(body))
+        if clash:
+            raise InvalidRequest(f"scenario names its own seed, difficulty and family; drop {clash}", field=clash[0])
+    return ResetParams(seed, difficulty, domain, horizon, episode_id, scenario)
 
 
 def completion_text(action: Any) -> str:
@@ -334,6 +343,11 @@ class LifeStackService:
     def episode(params: ResetParams) -> Episode:
         """The episode a reset starts: the same seed, difficulty and family give the same
         scenario as ``sample_scenario`` in-process, hence the same prompts."""
+        if params.scenario is not None:
+            try:
+                return Episode.from_metadata(params.scenario, params.horizon)
+            except ValueError as exc:
+                raise InvalidRequest(f"scenario: {exc}", field="scenario") from None
         return Episode.from_scenario(sample_scenario(params.seed, params.difficulty, params.domain), params.horizon)
 
     def reset(self, body: Any, session_id: str | None = None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from lifestack.evaluation import (  # noqa: E402
 from lifestack.hacks import SIGNATURES, battery as hack_battery, signatures as hack_signatures  # noqa: E402
 from lifestack.prompts import (  # noqa: E402  (several names re-exported: the script is their public face)
     ANSWER_SCHEMA, METADATA_CLOSE, METADATA_OPEN, METADATA_RE as _METADATA_RE, SYSTEM_PROMPT, build_prompt,
-    completion_text, fmt_number as _fmt, prompt_text, strip_metadata,
+    completion_text, fmt_number as _fmt, prompt_text, read_metadata, strip_metadata,
 )
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.rollout import make_rollout_func  # noqa: E402
@@ -70,6 +70,7 @@ PER_DEVICE_BATCH_SIZE = 4  # completions per device per step; x processes x accu
 GRAD_ACCUM_STEPS = 1
 MAX_COMPLETION_LENGTH = 256  # tokens (per turn in episode mode)
 HORIZON = 1  # decisions per GRPO sample: 1 = one action per prompt; > 1 = closed-loop episodes of up to HORIZON turns
+ENV_URL = ""  # episode mode: play episodes on a `python -m lifestack.serve` server at this URL ("" = in-process)
 TEMPERATURE = 1.0  # sampling temperature for GRPO generations
 BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
 REWARD_WEIGHTS = [1.0, 0.5, 2.0, 1.0, 0.5, 0.5]  # format, plausibility, task, milestone, reasoning, feedback
@@ -254,6 +255,10 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(1 <= cfg["HORIZON"] <= MAX_HORIZON, "HORIZON", f"must be in 1..{MAX_HORIZON} (1: single decisions; more: episodes)")
     need(cfg["HORIZON"] == 1 or not cfg["USE_VLLM"], "HORIZON",
          "episode mode (HORIZON > 1) generates each turn with transformers, not vLLM: set USE_VLLM=False")
+    need(cfg["ENV_URL"] == "" or re.fullmatch(r"https?://[^\s/]+(/\S*)?", cfg["ENV_URL"]) is not None, "ENV_URL",
+         "must be empty (in-process) or an http(s) URL such as http://127.0.0.1:8000")
+    need(cfg["ENV_URL"] == "" or cfg["HORIZON"] > 1, "ENV_URL",
+         "the server plays episodes: set HORIZON > 1 (single decisions are scored in-process from the prompt)")
     if cfg["USE_VLLM"]:
         need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
     need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
@@ -708,12 +713,13 @@ def _maybe_log_episode(episode: Episode) -> None:
         turns.append({"prompt_head": strip_metadata(t.prompt).strip()[:300], **t.to_dict(),
                       "grpo_reward": weighted_reward(components, weights), "grpo_rewards": components})
     total = episode_reward_vector(episode)
+    record = episode.record()  # an in-process Episode or a RemoteEpisode alike
     _write_log_line({
         "time": round(time.time(), 3), "phase": RUN_CONTEXT["phase"], "step": RUN_CONTEXT["step"],
         "stage": RUN_CONTEXT["stage"], "difficulty": RUN_CONTEXT["difficulty"],
-        "episode": RUN_CONTEXT["episodes_played"], "horizon": episode.horizon, "seed": episode.seed,
-        "domain": episode.task.domain, "prompt_head": turns[0]["prompt_head"] if turns else "",
-        "turns": turns, "outcome": episode.outcome(),
+        "episode": RUN_CONTEXT["episodes_played"], "horizon": record["horizon"], "seed": record["seed"],
+        "domain": record["domain"], "prompt_head": turns[0]["prompt_head"] if turns else "",
+        "turns": turns, "outcome": record["outcome"],
         "grpo_reward": weighted_reward(total, weights), "grpo_rewards": total,
         "grpo_weights": dict(zip(REWARD_NAMES, weights)), "task_reward": total[OUTCOME_REWARD],
     })
@@ -1070,7 +1076,8 @@ def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[s
 
     try:
         if cfg["HORIZON"] > 1:
-            episodes = play_many([Episode.from_prompt(p, cfg["HORIZON"]) for p in prompts], answer)
+            start = episode_factory(cfg)
+            episodes = play_many([start(p, cfg["HORIZON"]) for p in prompts], answer)
             for ep in episodes:
                 _maybe_log_episode(ep)
             rows = [episode_reward_vector(ep) for ep in episodes]
@@ -1482,7 +1489,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         episodes = {}
         if cfg["HORIZON"] > 1:  # closed-loop episodes through TRL's rollout_func (lifestack.rollout)
             os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
-            episodes["rollout_func"] = make_rollout_func(cfg["HORIZON"], on_rollout=_log_rollout)
+            episodes["rollout_func"] = make_rollout_func(cfg["HORIZON"], make_episode=episode_factory(cfg),
+                                                         on_rollout=_log_rollout)
             if stage == state["next_stage"]:
                 log(f"[episodes] HORIZON={cfg['HORIZON']}: each GRPO sample is a closed-loop episode of up to "
                     f"{cfg['HORIZON']} turns; environment tokens are masked from the loss (TRL rollout_func, "
@@ -1553,6 +1561,38 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
                 f"[curriculum] SAVE_MERGED: no adapter to merge (full-weight training); {out} holds the full model")
     barrier()
     return model, state
+
+
+def episode_factory(cfg: dict[str, Any]) -> Callable[[Any, int], Any]:
+    """How episode mode starts the episode of a prompt: in-process (``Episode.from_prompt``),
+    or on the ENV_URL server (``lifestack.client.RemoteEpisode`` reset with the prompt's
+    metadata as its ``scenario``: the same state, hence the same episode)."""
+    url = cfg["ENV_URL"]
+    if not url:
+        return lambda prompt, horizon: Episode.from_prompt(prompt, horizon)
+    from lifestack.client import RemoteEpisode
+
+    def remote(prompt: Any, horizon: int):
+        meta = read_metadata(prompt_text(prompt))
+        if isinstance(meta, str):
+            raise ValueError(f"cannot start a remote episode: {meta}")
+        return RemoteEpisode(url, scenario=meta, horizon=horizon)  # the server rebuilds this very state
+
+    return remote
+
+
+def check_env_server(cfg: dict[str, Any]) -> None:
+    """Stop before any model loads when ENV_URL is set but no server answers there."""
+    if not cfg["ENV_URL"]:
+        return
+    from lifestack.client import LifeStackClient
+
+    try:
+        health = LifeStackClient(cfg["ENV_URL"], timeout=10).health()
+    except Exception as exc:
+        raise SystemExit(f"ENV_URL={cfg['ENV_URL']}: no LifeStack server answers ({type(exc).__name__}: {exc}); "
+                         "start one with `python -m lifestack.serve` or set ENV_URL=\"\"") from None
+    log(f"[setup] episodes play on {cfg['ENV_URL']} ({health})")
 
 
 def _log_rollout(episodes: Sequence[Episode], _out: dict) -> None:
@@ -1816,6 +1856,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cfg["_PROFILE"] == "unsloth":
         import_unsloth()  # before anything imports transformers, trl or peft: Unsloth patches them
     check_vllm(cfg)
+    check_env_server(cfg)
     init_distributed()
     configure_feedback(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
     # Open the feedback database now: a broken one should stop the run here, not

@@ -142,3 +142,38 @@ def test_rollout_is_deterministic_for_a_seed(tiny, tmp_path):
     assert runs[0]["turns"] == runs[1]["turns"]
     assert runs[0]["completion_ids"] != runs[2]["completion_ids"]
     assert runs[0]["logprobs"] is None and len(runs[0]["completion_ids"]) == len(prompts)
+
+
+def test_rollout_through_the_env_server_equals_the_in_process_rollout(tiny, tmp_path):
+    """ENV_URL: the trainer's episodes played on `python -m lifestack.serve` give the same
+    tokens, masks, turns and outcomes as in-process, for the same torch seed."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    from lifestack.serve import serving
+    from lifestack.service import LifeStackService
+
+    model, tok = tiny
+    trainer, inputs = grpo_trainer(model, tok, tmp_path)
+    prompts = [x["prompt"] for x in inputs]
+    with serving(LifeStackService(max_sessions=16, idle_timeout=60, horizon=3)) as url:
+        cfg = T.build_config([f"--ENV_URL={url}", "--HORIZON=3"], profile="cpu")
+        T.check_env_server(cfg)  # answers: no SystemExit
+        remote = make_rollout_func(3, make_episode=T.episode_factory(cfg))
+        runs = []
+        for rollout in (trainer.rollout_func, remote):
+            torch.manual_seed(5)
+            runs.append(rollout(prompts, trainer))
+    local, served = runs
+    for key in ("prompt_ids", "completion_ids", "env_mask", "turns", "episode_outcome", "episode"):
+        assert served[key] == local[key], key
+
+
+def test_env_url_is_validated_and_an_absent_server_stops_the_run():
+    for bad in ("--ENV_URL=localhost:8000", "--ENV_URL=ftp://x"):
+        with pytest.raises(T.ConfigError, match="ENV_URL"):
+            T.build_config([bad, "--HORIZON=3"], profile="cpu")
+    with pytest.raises(T.ConfigError, match="HORIZON > 1"):
+        T.build_config(["--ENV_URL=http://127.0.0.1:9"], profile="cpu")
+    cfg = T.build_config(["--ENV_URL=http://127.0.0.1:9", "--HORIZON=3"], profile="cpu")  # nothing listens on 9
+    with pytest.raises(SystemExit, match="no LifeStack server answers"):
+        T.check_env_server(cfg)

@@ -128,3 +128,36 @@ def test_service_episode_equals_the_in_process_episode_and_refuses_misuse():
         svc.step("nope", "x")
     with pytest.raises(InvalidRequest):
         svc.step(None, "x")
+
+
+def test_a_scenario_reset_starts_at_exactly_the_prompts_state():
+    """What a trainer needs: its prompt's metadata as the reset's scenario gives the same
+    conversation and the same turns as Episode.from_prompt in-process (sample_scenario with
+    a named family draws a different scenario than without one, so seed+family is not enough)."""
+    from lifestack.prompts import build_prompt, read_metadata
+
+    svc = LifeStackService(max_sessions=4, horizon=3)
+    for seed in range(6):
+        sc = sample_scenario(seed, 1 + seed % 5)  # drawn without a family, as generate_dataset does
+        prompt = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+        meta = read_metadata(prompt[1]["content"])
+        first = svc.reset({"scenario": meta, "horizon": 3})
+        assert first["observation"]["messages"] == prompt
+        local = Episode.from_prompt(prompt, 3)
+        sid = first["metadata"]["session_id"]
+        while not local.done:
+            answer = heuristic(local.env)
+            turn = local.step(answer)
+            result = svc.step(sid, answer)
+            assert result["reward"] == turn.reward and result["observation"]["text"] == turn.observation
+        svc.close(sid)
+
+
+@pytest.mark.parametrize("body", [{"scenario": [1]}, {"scenario": {"v": 1}}, {"scenario": {"v": 9, "seed": 1}},
+                                  {"scenario": {}, "seed": 3}])
+def test_a_bad_scenario_is_refused_with_a_reason(body):
+    svc = LifeStackService(max_sessions=2)
+    with pytest.raises(InvalidRequest) as e:
+        svc.reset(body)
+    assert e.value.status == 422 and "scenario" in e.value.message + str(e.value.extra.get("field"))
+    assert len(svc.sessions) == 0  # refused before a slot was taken
