@@ -1370,3 +1370,12 @@ def test_per_turn_evaluations_are_not_logged_in_episode_mode(isolated, monkeypat
     T.get_lifestack_evaluation(GARBAGE, prompt)
     T.close_generation_log()
     assert not (isolated / "generations.jsonl").exists()
+
+
+def test_every_constant_is_documented_and_the_count_is_right():
+    import re
+
+    doc = (ROOT / "docs" / "train_trl.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([A-Z_0-9]+)` \|", doc, re.M))
+    assert rows == set(T.CONFIG_KEYS)
+    assert f"All {len(T.CONFIG_KEYS)} constants can be overridden." in doc
