@@ -114,6 +114,25 @@ def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[
     }
 
 
+def episode_tokens(tokenizer, horizon: int, max_new_tokens: int, scenarios: int = 12, seed: int = 0) -> int:
+    """About how many tokens the longest of ``scenarios`` episodes takes with this
+    tokenizer: the heuristic plays ``horizon`` turns (rejected answers where the task ends
+    sooner keep the conversation going), and each answer is counted at ``max_new_tokens``.
+    What a sequence-length limit must hold (prompt, answers and environment turns)."""
+    from .policies import heuristic
+    from .scenarios import sample_scenario
+
+    longest = 0
+    for i in range(scenarios):
+        ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)
+        while not ep.done:
+            ep.step(heuristic(ep.env))
+        n = len(chat_ids(tokenizer, ep.messages, False))
+        answers = sum(len(tokenizer(t.completion, add_special_tokens=False)["input_ids"]) for t in ep.turns)
+        longest = max(longest, n - answers + horizon * max_new_tokens)
+    return longest
+
+
 def make_rollout_func(horizon: int, make_episode: Callable[[Any, int], Episode] | None = None,
                       on_rollout: Callable[[list[Episode], dict], None] | None = None) -> Callable:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` that plays each prompt as

@@ -1581,6 +1581,27 @@ def episode_factory(cfg: dict[str, Any]) -> Callable[[Any, int], Any]:
     return remote
 
 
+def check_episode_length(cfg: dict[str, Any], model, tokenizer) -> None:
+    """Episode mode: say how long an episode's sequence gets, and stop before training
+    when it cannot fit (Unsloth's MAX_SEQ_LENGTH, else the model's position limit)."""
+    if cfg["HORIZON"] == 1:
+        return
+    from lifestack.rollout import episode_tokens
+
+    need = episode_tokens(tokenizer, cfg["HORIZON"], cfg["MAX_COMPLETION_LENGTH"])
+    config = getattr(_unwrap(model), "config", None)
+    limit, what = getattr(config, "max_position_embeddings", None), "the model's max_position_embeddings"
+    if cfg["_PROFILE"] == "unsloth":
+        limit, what = cfg["MAX_SEQ_LENGTH"], "MAX_SEQ_LENGTH"
+    log(f"[episodes] a {cfg['HORIZON']}-turn episode takes up to about {need} tokens (prompt, "
+        f"{cfg['HORIZON']} answers of <= {cfg['MAX_COMPLETION_LENGTH']}, environment turns)"
+        + (f"; limit {limit} ({what})" if limit else ""))
+    if limit and need > limit:
+        raise SystemExit(f"HORIZON={cfg['HORIZON']}: an episode needs about {need} tokens but {what} is {limit}; "
+                         f"raise it (--MAX_SEQ_LENGTH={need + 256} with Unsloth) or lower HORIZON or "
+                         "MAX_COMPLETION_LENGTH")
+
+
 def check_env_server(cfg: dict[str, Any]) -> None:
     """Stop before any model loads when ENV_URL is set but no server answers there."""
     if not cfg["ENV_URL"]:
@@ -1889,6 +1910,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
+    check_episode_length(cfg, model, tokenizer)
     mid_stage = last_checkpoint(out / f"stage_{done_stages + 1}" / "checkpoints") if cfg["RESUME"] else None
     if init_from is None and not mid_stage:
         if is_main_process():  # a fresh run starts fresh logs

@@ -177,3 +177,20 @@ def test_env_url_is_validated_and_an_absent_server_stops_the_run():
     cfg = T.build_config(["--ENV_URL=http://127.0.0.1:9", "--HORIZON=3"], profile="cpu")  # nothing listens on 9
     with pytest.raises(SystemExit, match="no LifeStack server answers"):
         T.check_env_server(cfg)
+
+
+def test_episode_length_is_measured_and_a_run_that_cannot_fit_stops(tiny, capsys):
+    from types import SimpleNamespace
+
+    from lifestack.rollout import episode_tokens
+
+    model, tok = tiny
+    one, three = episode_tokens(tok, 1, 64), episode_tokens(tok, 3, 64)
+    assert 64 < one < three and three > one + 2 * 64  # two more answers and two environment turns
+    cfg = T.build_config(["--HORIZON=3", "--MAX_COMPLETION_LENGTH=64"], profile="cpu")
+    T.check_episode_length(cfg, model, tok)  # the tiny model's 4,096 positions hold it
+    assert f"takes up to about {three} tokens" in capsys.readouterr().out
+    small = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=three - 1))
+    with pytest.raises(SystemExit, match="HORIZON=3: an episode needs about"):
+        T.check_episode_length(cfg, small, tok)
+    T.check_episode_length({**cfg, "HORIZON": 1}, small, tok)  # single-step: nothing to check
