@@ -29,7 +29,7 @@ from .env import EpisodeState, LifeStackEnv
 from .evaluation import FALLBACK_REWARD, parse_completion
 from .generator import TaskGenerator
 from .metrics import RESOURCE_NAMES
-from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation
+from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation, strip_metadata
 from .scenarios import Scenario, conflict_from_metadata, rebuild_state, round_state, task_from_metadata
 from .tasks import Task
 
@@ -61,13 +61,7 @@ class Turn:
         obs = self.observation
         return {"completion": self.completion, "action": self.action, "task_reward": self.reward,
                 "task_breakdown": self.breakdown, "info": self.info,
-                "observation_head": None if obs is None else _visible(obs)[:head]}
-
-
-def _visible(text: str) -> str:
-    from .prompts import strip_metadata
-
-    return strip_metadata(text).strip()
+                "observation_head": None if obs is None else strip_metadata(obs).strip()[:head]}
 
 
 @dataclass
@@ -118,8 +112,6 @@ class Episode:
             raise ValueError("metadata must be a JSON object")
         try:
             task = task_from_metadata(meta, generator)
-        except ValueError:
-            raise
         except Exception as exc:  # an unknown family or difficulty surfaces from the generator
             raise ValueError(f"task construction failed: {exc}") from None
         state = rebuild_state(meta, task)
