@@ -158,6 +158,20 @@ def random_valid(env: LifeStackEnv, rng: random.Random) -> str:
                       "Trying something.")
 
 
+def mixed(rng: random.Random, garbage_below: float, random_below: float, garbage: str) -> Callable[[LifeStackEnv], str]:
+    """A seeded mix of play for tests and benches: per answer one draw ``r`` from ``rng``;
+    ``garbage`` (unparseable text) when ``r < garbage_below``, a random valid action when
+    ``r < random_below``, else the heuristic (both drawing from the same ``rng``)."""
+
+    def act(env: LifeStackEnv) -> str:
+        r = rng.random()
+        if r < garbage_below:
+            return garbage
+        return random_valid(env, rng) if r < random_below else heuristic(env, rng)
+
+    return act
+
+
 def lazy(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     return completion("rest", "mental_wellbeing", None, {}, {"time": 0, "money": 0, "energy": 0}, "I will wait.")
 

@@ -38,17 +38,20 @@ def _assistant_closing(tokenizer) -> str:
     return text[text.index(marker) + len(marker):]
 
 
-def env_turn_text(tokenizer, messages: Sequence[dict[str, str]], ended_with: str | None) -> str:
+def env_turn_text(tokenizer, messages: Sequence[dict[str, str]], ended_with: str | None,
+                  closing: str | None = None) -> str:
     """The text between the model's last answer and its next one: the end of the
     assistant turn (what EOS did not already write), the environment's user message,
     and the generation prompt. ``messages`` ends with that user message; ``ended_with``
-    is the decoded stop token the answer ended with (None when it was cut off)."""
+    is the decoded stop token the answer ended with (None when it was cut off);
+    ``closing`` is ``_assistant_closing(tokenizer)`` when the caller has it already."""
     before = tokenizer.apply_chat_template(list(messages[:-1]), tokenize=False, add_generation_prompt=False)
     after = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     if not after.startswith(before):
         raise ValueError("the chat template does not render a conversation as a prefix of its continuation; "
                          "episode mode needs one that does (every Qwen/Llama-style template does)")
-    closing = _assistant_closing(tokenizer)
+    if closing is None:
+        closing = _assistant_closing(tokenizer)
     if ended_with and closing.startswith(ended_with):
         closing = closing[len(ended_with):]
     # `before` ends with the content and the full closing; the generated ids hold the
@@ -89,6 +92,7 @@ def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[
     ids) and return what TRL's ``rollout_func`` must: ``prompt_ids``, ``completion_ids``,
     ``env_mask`` (1 = the model's token), plus per-episode fields for the rewards."""
     prompt_ids = [chat_ids(tokenizer, e.messages, True) for e in episodes]
+    closing = _assistant_closing(tokenizer)  # the same for every turn: rendered once per rollout
     completion_ids: list[list[int]] = [[] for _ in episodes]
     env_mask: list[list[int]] = [[] for _ in episodes]
     while True:
@@ -103,7 +107,8 @@ def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[
             ep.step(tokenizer.decode(ids, skip_special_tokens=True))
             if not ep.done:
                 ended = tokenizer.decode(ids[-1:]) if ids and ids[-1] in stop_ids else None
-                reply = tokenizer(env_turn_text(tokenizer, ep.messages, ended), add_special_tokens=False)["input_ids"]
+                reply = tokenizer(env_turn_text(tokenizer, ep.messages, ended, closing),
+                                  add_special_tokens=False)["input_ids"]
                 completion_ids[i] += reply
                 env_mask[i] += [0] * len(reply)
     return {

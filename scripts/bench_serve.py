@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lifestack.client import RemoteEpisode  # noqa: E402
 from lifestack.episodes import Episode  # noqa: E402
-from lifestack.policies import heuristic, random_valid  # noqa: E402
+from lifestack.policies import mixed  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 
@@ -38,10 +38,9 @@ def workload(n_episodes: int, horizon: int, first_seed: int) -> list[tuple[int, 
     for i in range(n_episodes):
         seed, difficulty = first_seed + i, 1 + i % 5
         ep = Episode.from_scenario(sample_scenario(seed, difficulty), horizon)
-        rng, answers = random.Random(seed), []
+        act, answers = mixed(random.Random(seed), 0.1, 0.4, "not sure"), []
         while not ep.done:
-            r = rng.random()
-            a = "not sure" if r < 0.1 else random_valid(ep.env, rng) if r < 0.4 else heuristic(ep.env, rng)
+            a = act(ep.env)
             answers.append(a)
             ep.step(a)
         out.append((seed, difficulty, answers, [t.reward for t in ep.turns]))

@@ -705,15 +705,20 @@ def _maybe_log_episode(episode: Episode) -> None:
     RUN_CONTEXT["episodes_played"] = RUN_CONTEXT.get("episodes_played", 0) + 1
     if RUN_CONTEXT["episodes_played"] % RUN_CONTEXT["log_interval"] or not is_main_process():
         return
-    RUN_CONTEXT["episodes"] = True  # the turns are logged here, inside the episode's line, not one by one
     weights = RUN_CONTEXT.get("reward_weights") or REWARD_WEIGHTS
-    turns = []
-    for t in episode.turns:
-        components = reward_vector(t.completion, t.prompt)  # cached evaluations: no second env step
-        turns.append({"prompt_head": strip_metadata(t.prompt).strip()[:300], **t.to_dict(),
-                      "grpo_reward": weighted_reward(components, weights), "grpo_rewards": components})
-    total = episode_reward_vector(episode)
     record = episode.record()  # an in-process Episode or a RemoteEpisode alike
+    was = RUN_CONTEXT.get("episodes")
+    RUN_CONTEXT["episodes"] = True  # the turns are logged here, inside the episode's line, not one by one
+    try:
+        turns = []
+        for t, logged in zip(episode.turns, record["turns"]):
+            # one evaluation per turn, cached: the reward functions reuse it (or this reuses theirs)
+            components = reward_vector(t.completion, t.prompt)
+            turns.append({"prompt_head": strip_metadata(t.prompt).strip()[:300], **logged,
+                          "grpo_reward": weighted_reward(components, weights), "grpo_rewards": components})
+        total = episode_reward_vector(episode)
+    finally:
+        RUN_CONTEXT["episodes"] = was
     _write_log_line({
         "time": round(time.time(), 3), "phase": RUN_CONTEXT["phase"], "step": RUN_CONTEXT["step"],
         "stage": RUN_CONTEXT["stage"], "difficulty": RUN_CONTEXT["difficulty"],
@@ -1639,15 +1644,9 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> li
     """
     if cfg["HORIZON"] > 1:
         return run_conversations(model, tokenizer, cfg, n, seed)
-    episodes = []
-    for i in range(n):
-        difficulty = 1 + (i * 5) // n
-        domain = ("flight_crisis", "code_merge_crisis")[i % 2]
-        sc = sample_scenario(seed + i, difficulty, domain)
-        env = LifeStackEnv()
-        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)  # episodes start at the crisis itself
-        episodes.append({"episode": i, "difficulty": difficulty, "domain": domain, "seed": sc.seed, "env": env,
-                         "conflict": sc.conflict, "rewards": [], "valid": 0, "actions": 0})
+    episodes = [{"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed, "env": env,
+                 "conflict": sc.conflict, "rewards": [], "valid": 0, "actions": 0}
+                for i, (sc, env) in enumerate(evaluation_starts(n, seed))]
     for _round in range(max(e["env"].task.horizon for e in episodes)):
         live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
         if not live:
@@ -1664,16 +1663,22 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> li
              "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1)} for e in episodes]
 
 
-def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
-    """run_episodes in episode mode: the same starts, played as closed-loop episodes."""
+def evaluation_starts(n: int, seed: int) -> list[tuple[Scenario, LifeStackEnv]]:
+    """The final evaluation's ``n`` starts: difficulty rising 1 -> 5, task families
+    alternating, each env reset to the crisis itself (not the scenario's roll-forward)."""
     starts = []
     for i in range(n):
-        difficulty = 1 + (i * 5) // n
-        domain = ("flight_crisis", "code_merge_crisis")[i % 2]
-        sc = sample_scenario(seed + i, difficulty, domain)
+        sc = sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2])
         env = LifeStackEnv()
-        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)  # episodes start at the crisis itself
-        starts.append(Episode(sc.task, sc.conflict, env.state, difficulty, sc.seed, cfg["HORIZON"]))
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
+        starts.append((sc, env))
+    return starts
+
+
+def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> list[dict[str, Any]]:
+    """run_episodes in episode mode: the same starts, played as closed-loop episodes."""
+    starts = [Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"])
+              for sc, env in evaluation_starts(n, seed)]
     play_many(starts, lambda convs: generate_completions(model, tokenizer, convs, cfg["MAX_COMPLETION_LENGTH"]))
     rows = []
     for i, ep in enumerate(starts):

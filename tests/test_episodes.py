@@ -12,22 +12,15 @@ from lifestack.episodes import (
     IDLE_ANSWER, OUTCOME_SHARE, Episode, episode_outcome, episode_reward, play, play_many,
 )
 from lifestack.evaluation import FALLBACK_REWARD, Evaluator
-from lifestack.policies import heuristic, oracle, random_valid
+from lifestack.policies import heuristic, mixed, oracle
 from lifestack.prompts import ANSWER_SCHEMA, build_prompt, read_metadata, strip_metadata
 from lifestack.scenarios import rebuild_state, sample_scenario
 
 
 def mixed_policy(seed: int):
     """Heuristic, random valid actions and garbage, from one seeded RNG."""
-    rng = random.Random(seed)
-
-    def act(ep: Episode) -> str:
-        r = rng.random()
-        if r < 0.15:
-            return "I would rather not say."
-        return random_valid(ep.env, rng) if r < 0.45 else heuristic(ep.env, rng)
-
-    return act
+    act = mixed(random.Random(seed), 0.15, 0.45, "I would rather not say.")
+    return lambda ep: act(ep.env)
 
 
 def played(seed: int, difficulty: int, horizon: int = 4) -> Episode:

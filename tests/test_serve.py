@@ -19,7 +19,7 @@ ws_client = pytest.importorskip("websockets.sync.client")
 
 from lifestack.client import LifeStackClient, RemoteEpisode, ServerError  # noqa: E402
 from lifestack.episodes import Episode  # noqa: E402
-from lifestack.policies import heuristic, random_valid  # noqa: E402
+from lifestack.policies import heuristic, mixed  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 from lifestack.serve import serving  # noqa: E402
 from lifestack.service import LifeStackService  # noqa: E402
@@ -30,10 +30,9 @@ BODY_LIMIT = 16_384
 def reference(seed: int, difficulty: int, horizon: int = 5, domain: str | None = None) -> tuple[Episode, list[str]]:
     """An in-process episode and the answers played in it: heuristic, random valid, and garbage."""
     ep = Episode.from_scenario(sample_scenario(seed, difficulty, domain), horizon)
-    rng, answers = random.Random(seed), []
+    act, answers = mixed(random.Random(seed), 0.15, 0.45, "no idea, sorry"), []
     while not ep.done:
-        r = rng.random()
-        answer = "no idea, sorry" if r < 0.15 else random_valid(ep.env, rng) if r < 0.45 else heuristic(ep.env, rng)
+        answer = act(ep.env)
         answers.append(answer)
         ep.step(answer)
     return ep, answers
