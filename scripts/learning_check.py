@@ -59,11 +59,16 @@ METRICS = ("reward_format_fn", "reward_plausibility_fn", "reward_task_success_fn
 
 
 def settings(quick: bool) -> dict:
-    """Training sizes; --quick is the CI version (fewer steps and prompts)."""
+    """Training sizes. The full check runs the CPU profile's own recipe (warm start, prompts
+    per stage, batch, learning rate); --quick is CI's smoke version (fewer steps and prompts)."""
     if quick:
         return {"warm_steps": 300, "stages": 3, "prompts": 16, "held_out": 8, "samples": 4, "lr": 2e-4, "batch": 16,
                 "held_out_difficulty": 1}
-    return {"warm_steps": 300, "stages": 5, "prompts": 16, "held_out": 40, "samples": 4, "lr": 2e-4, "batch": 16,
+    import train_trl as T
+
+    cpu = T.CPU_PROFILE
+    return {"warm_steps": cpu["WARM_START_SFT_STEPS"], "stages": 5, "prompts": cpu["N_PROMPTS_PER_STAGE"],
+            "held_out": 40, "samples": 4, "lr": cpu["LEARNING_RATES"][0], "batch": cpu["PER_DEVICE_BATCH_SIZE"],
             "held_out_difficulty": None}
 
 
@@ -76,13 +81,20 @@ def answer_scores(prompts: list, completions: list[str], samples: int) -> list[d
         rows = []
         for c in completions[i * samples:(i + 1) * samples]:
             ev = T.get_lifestack_evaluation(c, prompt)
-            rows.append({"task": float(ev["reward"]), "valid": ev["action"] is not None})
+            rows.append({"task": float(ev["reward"]), "valid": ev["action"] is not None,
+                         "key": action_key(ev["action"])})
         out.append(rows)
     return out
 
 
+def action_key(action) -> list | None:
+    """What a decision chose: ``[action_type, target_domain, route]`` (None: no decision)."""
+    return None if action is None else [action.action_type, action.target_domain, action.route]
+
+
 def reference_scores(prompts: list) -> list[dict]:
-    """Per held-out prompt: the oracle's and the heuristic's task reward on it."""
+    """Per held-out prompt: the oracle's and the heuristic's task reward on it, and the
+    heuristic's decision (``heuristic_key``: what the warm start imitates)."""
     import train_trl as T
     from lifestack.env import LifeStackEnv
     from lifestack.policies import heuristic, oracle
@@ -94,7 +106,9 @@ def reference_scores(prompts: list) -> list[dict]:
         row = {}
         for name, policy in (("oracle", oracle), ("heuristic", heuristic)):
             env.restore(task, state)
-            row[name] = float(T.get_lifestack_evaluation(policy(env), prompt)["reward"])
+            ev = T.get_lifestack_evaluation(policy(env), prompt)
+            row[name] = float(ev["reward"])
+            row[f"{name}_key"] = action_key(ev["action"])
         out.append(row)
     return out
 
@@ -198,46 +212,80 @@ def _mean(xs: list[float]) -> float | None:
     return statistics.mean(xs) if xs else None
 
 
+def decision_change(results: list[dict], later: str, earlier: str) -> list[float]:
+    """Per held-out prompt, the change of decision quality from arm ``earlier`` to arm
+    ``later``: the task reward among the valid answers of one seed's arm minus that among
+    the other's, averaged over the seeds where both arms parsed at least one answer.
+    Prompts no seed answered validly in both arms are left out. Format is out of it: an
+    unparseable answer is no decision."""
+    out = []
+    for i in range(len(results[0][earlier])):
+        diffs = []
+        for r in results:
+            a = [x["task"] for x in r[later][i] if x["valid"]]
+            b = [x["task"] for x in r[earlier][i] if x["valid"]]
+            if a and b:
+                diffs.append(statistics.mean(a) - statistics.mean(b))
+        if diffs:
+            out.append(statistics.mean(diffs))
+    return out
+
+
+def _interval(values: list[float]) -> dict:
+    lo, hi = bootstrap_ci(values) if values else (None, None)
+    return {"mean": _mean(values), "ci95": [lo, hi], "prompts": len(values)}
+
+
 def paired(results: list[dict], refs: list[dict] | None = None) -> dict:
     """The paired comparison over prompts (pooled over seeds and samples)."""
     n_prompts = len(results[0]["answers_before"])
-    change, regret_before, regret_after = [], [], []
-    valid_task = {"before": [], "after": []}
-    valid = {"before": [], "after": []}
+    arms = ["before", "after"] + (["control"] if all(r.get("answers_control") for r in results) else [])
+    change = []
+    valid = {k: [] for k in arms}
+    valid_task = {k: [] for k in arms}
+    regret = {k: [] for k in arms}  # per decision: oracle - task of each valid answer
+    imitates = {k: [] for k in arms}  # per decision: it is the heuristic's own
+    by_imitation = {k: {"same": [], "other": []} for k in arms}  # task reward of decisions that are / are not
+    above = {k: [] for k in arms}  # per decision: it scores above the demonstrator's own on the prompt
     for i in range(n_prompts):
         diffs = []
         for r in results:
             for b, a in zip(r["answers_before"][i], r["answers_after"][i]):
                 diffs.append(a["task"] - b["task"])
-                for when, x in (("before", b), ("after", a)):
-                    valid[when].append(x["valid"])
-                    if x["valid"]:
-                        valid_task[when].append(x["task"])
-                if refs:
-                    regret_before.append(refs[i]["oracle"] - b["task"])
-                    regret_after.append(refs[i]["oracle"] - a["task"])
+            for arm in arms:
+                for x in r[f"answers_{arm}"][i]:
+                    valid[arm].append(x["valid"])
+                    if not x["valid"]:
+                        continue
+                    valid_task[arm].append(x["task"])
+                    if refs:
+                        regret[arm].append(refs[i]["oracle"] - x["task"])
+                        above[arm].append(x["task"] > refs[i]["heuristic"] + 1e-9)
+                        if "key" in x and "heuristic_key" in refs[i]:
+                            same = x["key"] == refs[i]["heuristic_key"]
+                            imitates[arm].append(same)
+                            by_imitation[arm]["same" if same else "other"].append(x["task"])
         change.append(statistics.mean(diffs))
     lo, hi = bootstrap_ci(change)
     control = None
-    if all(r.get("answers_control") for r in results):
-        vs, c_valid, c_task = [], [], []
+    if "control" in arms:
+        vs = []
         for i in range(n_prompts):
-            diffs = []
-            for r in results:
-                for a, c in zip(r["answers_after"][i], r["answers_control"][i]):
-                    diffs.append(a["task"] - c["task"])
-                    c_valid.append(c["valid"])
-                    if c["valid"]:
-                        c_task.append(c["task"])
-            vs.append(statistics.mean(diffs))
+            vs.append(statistics.mean(a["task"] - c["task"] for r in results
+                                      for a, c in zip(r["answers_after"][i], r["answers_control"][i])))
         control = {"task_vs_control": statistics.mean(vs), "task_vs_control_ci95": list(bootstrap_ci(vs)),
-                   "valid_rate": statistics.mean(c_valid), "task_among_valid": _mean(c_task)}
+                   "decision_vs_control": _interval(decision_change(results, "answers_after", "answers_control")),
+                   "valid_rate": statistics.mean(valid["control"]), "task_among_valid": _mean(valid_task["control"])}
     out = {"prompts": n_prompts, "answers_per_arm": len(valid["before"]),
            "task_change": statistics.mean(change), "task_change_ci95": [lo, hi],
-           "valid_rate": {k: statistics.mean(v) for k, v in valid.items()},
-           "task_among_valid": {k: _mean(v) for k, v in valid_task.items()}, "control": control}
+           "decision_change": _interval(decision_change(results, "answers_after", "answers_before")),
+           "valid_rate": {k: statistics.mean(v) for k, v in valid.items() if k != "control"},
+           "task_among_valid": {k: _mean(v) for k, v in valid_task.items() if k != "control"}, "control": control}
     if refs:
-        out["regret"] = {"before": statistics.mean(regret_before), "after": statistics.mean(regret_after)}
+        out["decision_regret"] = {k: _mean(v) for k, v in regret.items()}
+        out["imitation"] = {k: _mean([float(x) for x in v]) for k, v in imitates.items()}
+        out["task_by_imitation"] = {k: {w: _mean(v) for w, v in d.items()} for k, d in by_imitation.items()}
+        out["above_demonstrator"] = {k: _mean([float(x) for x in v]) for k, v in above.items()}
         out["oracle_task"] = statistics.mean(r["oracle"] for r in refs)
         out["heuristic_task"] = statistics.mean(r["heuristic"] for r in refs)
     return out
@@ -252,16 +300,23 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
                     "after_mean": statistics.mean(a), "after_spread": spread(a)}
     task = "reward_task_success_fn"
     deltas = [r["after"][task] - r["before"][task] for r in results]
+    decision_deltas = [_mean(decision_change([r], "answers_after", "answers_before")) for r in results]
     pair = paired(results, refs)
     lo = pair["task_change_ci95"][0]
+    decision_lo = pair["decision_change"]["ci95"][0]
+    control = pair["control"]
+    control_lo = control["decision_vs_control"]["ci95"][0] if control else None
     collapsed = sorted({f"seed {r['seed']}: {family}" for r in results
                         for family, d in (r.get("diversity_after") or {}).items() if d["collapsed"]})
     moved = all(r.get("answers_changed", 1.0) > 0 for r in results)
     finite = all(math.isfinite(x) for x in (pair["task_change"], lo, pair["task_change_ci95"][1]))
-    # quick: a smoke check of the pipeline (8 prompts are too few for a verdict on learning)
-    passed = (moved and finite if quick else lo > 0) and not collapsed
+    # quick: a smoke check of the pipeline (8 prompts are too few for a verdict on learning).
+    # full: decisions must improve (the task reward among valid answers, paired), not only
+    # the format, and with a control arm GRPO's decisions must beat the control's.
+    learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo or 0) > 0)
+    passed = (moved and finite if quick else learned) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
-    return {"table": table, "task_deltas": deltas, "paired": pair, "passed": passed, "quick": quick,
+    return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
             "collapsed": collapsed,
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
@@ -279,18 +334,45 @@ def format_table(summary: dict, n_seeds: int) -> str:
                  f"(95% CI {lo:+.3f} .. {hi:+.3f})")
     tv = p["task_among_valid"]
     fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"  # noqa: E731
-    lines.append(f"valid JSON {p['valid_rate']['before']:.0%} -> {p['valid_rate']['after']:.0%}; task reward among "
-                 f"valid answers {fmt(tv['before'])} -> {fmt(tv['after'])}")
+    lines.append(f"(a) format: valid JSON {p['valid_rate']['before']:.0%} -> {p['valid_rate']['after']:.0%}")
+    d = p["decision_change"]
+    lines.append(f"(b) decisions: task reward among valid answers {fmt(tv['before'])} -> {fmt(tv['after'])}; "
+                 f"paired change {_fmt_interval(d)}")
+    if "decision_regret" in p:
+        r = p["decision_regret"]
+        lines.append(f"(c) regret per decision vs the oracle {fmt(r['before'])} -> {fmt(r['after'])} "
+                     f"(oracle {p['oracle_task']:+.3f}, heuristic demonstrator {p['heuristic_task']:+.3f} on the same "
+                     f"prompts); decisions equal to the demonstrator's {_pct(p['imitation']['before'])} -> "
+                     f"{_pct(p['imitation']['after'])}")
+        t = p["task_by_imitation"]
+        lines.append(f"    task reward of decisions equal to the demonstrator's {fmt(t['before']['same'])} -> "
+                     f"{fmt(t['after']['same'])}, of the others {fmt(t['before']['other'])} -> {fmt(t['after']['other'])}; "
+                     f"decisions scoring above the demonstrator's on their prompt {_pct(p['above_demonstrator']['before'])} "
+                     f"-> {_pct(p['above_demonstrator']['after'])}")
     c = p.get("control")
     if c:
         clo, chi = c["task_vs_control_ci95"]
         lines.append(f"GRPO vs the control arm (same compute, rewards shuffled within each batch): task reward "
-                     f"{c['task_vs_control']:+.3f} (95% CI {clo:+.3f} .. {chi:+.3f}); control after: valid JSON "
-                     f"{c['valid_rate']:.0%}, task among valid {fmt(c['task_among_valid'])}")
-    if "regret" in p:
-        lines.append(f"regret vs the oracle {p['regret']['before']:+.3f} -> {p['regret']['after']:+.3f} "
-                     f"(oracle {p['oracle_task']:+.3f}, heuristic demonstrator {p['heuristic_task']:+.3f} on the same prompts)")
+                     f"{c['task_vs_control']:+.3f} (95% CI {clo:+.3f} .. {chi:+.3f}); decisions "
+                     f"{_fmt_interval(c['decision_vs_control'])}; control after: valid JSON {c['valid_rate']:.0%}, "
+                     f"task among valid {fmt(c['task_among_valid'])}")
     return "\n".join(lines)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
+
+
+def _fmt_interval(d: dict) -> str:
+    if d["mean"] is None:
+        return "n/a (no prompt with valid answers in both arms)"
+    lo, hi = d["ci95"]
+    return f"{d['mean']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}, {d['prompts']} prompts)"
+
+
+def fmt_bound(d: dict) -> str:
+    lo = d["ci95"][0]
+    return "n/a" if lo is None else f"{lo:+.3f}"
 
 
 def held_out(s: dict) -> list:
@@ -334,10 +416,13 @@ def main(argv: list[str] | None = None) -> int:
     if summary["mean_frac_reward_zero_std"] is not None:
         print(f"mean frac_reward_zero_std over training: {summary['mean_frac_reward_zero_std']:.3f}")
     verdict = "PASS" if summary["passed"] else "FAIL"
-    lo = summary["paired"]["task_change_ci95"][0]
+    p = summary["paired"]
     rule = ("quick smoke check: the run completes, the policy's answers changed, no collapse "
             "(8 prompts are too few for a verdict on learning; run the full check for that)" if args.quick
-            else f"the 95% CI of the paired change must exclude 0 (lower bound {lo:+.3f})")
+            else "the 95% CI of the paired change of decision quality (b) must exclude 0 (lower bound "
+            + fmt_bound(p["decision_change"]) + ")"
+            + (", and so must GRPO's decisions vs the control's (lower bound "
+               + fmt_bound(p["control"]["decision_vs_control"]) + ")" if p["control"] else ""))
     for r in results:
         parts = [f"{f} {d['distinct']} distinct of {d['answers']}, route fits "
                  + ("n/a" if d["route_fits"] is None else f"{d['route_fits']:.0%}")
@@ -345,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
-    print(f"{verdict}: task-success change per seed {[round(d, 3) for d in summary['task_deltas']]}; {rule}")
+    per_seed = lambda xs: [None if d is None else round(d, 3) for d in xs]  # noqa: E731
+    print(f"{verdict}: change per seed: task reward {per_seed(summary['task_deltas'])}, decision quality "
+          f"{per_seed(summary['decision_deltas'])}; {rule}")
     path = Path(args.json) if args.json else out / "learning_check.json"
     s = {**s, "control": args.control, "deterministic": args.deterministic}
     path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))

@@ -9,20 +9,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import learning_check as L  # noqa: E402
 
 
-def fake(seed: int, before: float, after: float, per_prompt=None) -> dict:
-    """A seed's result; ``per_prompt`` gives each held-out prompt's (before, after) task reward."""
+def fake(seed: int, before: float, after: float, per_prompt=None, control=None) -> dict:
+    """A seed's result; ``per_prompt`` gives each held-out prompt's (before, after) task
+    reward (an answer at -0.5 is unparseable), ``control`` the control arm's per prompt."""
     row = dict.fromkeys(L.METRICS, 0.0)
     per_prompt = per_prompt or [(before, after)] * 5
-    answers = lambda k: [[{"task": pa[k], "valid": pa[k] > -0.5}] * 2 for pa in per_prompt]  # noqa: E731
+    answers = lambda xs: [[{"task": x, "valid": x > -0.5, "key": ["a", "d", None] if x > -0.5 else None}] * 2  # noqa: E731
+                          for x in xs]
     return {"seed": seed, "before": {**row, "reward_task_success_fn": before},
             "after": {**row, "reward_task_success_fn": after}, "frac_reward_zero_std": [0.0, 0.5],
-            "answers_before": answers(0), "answers_after": answers(1)}
+            "answers_before": answers([pa[0] for pa in per_prompt]), "answers_after": answers([pa[1] for pa in per_prompt]),
+            "answers_control": answers(control) if control else None}
 
 
 def test_paired_summary_passes_only_when_the_interval_excludes_zero():
@@ -44,11 +48,47 @@ def test_paired_summary_passes_only_when_the_interval_excludes_zero():
 
 def test_paired_summary_separates_validity_from_decision_quality():
     per = [(-0.5, -0.5), (-0.5, 0.2), (0.1, 0.4)]
-    refs = [{"oracle": 0.8, "heuristic": 0.7}] * 3
+    refs = [{"oracle": 0.8, "heuristic": 0.7, "heuristic_key": ["a", "d", None]}] * 3
     p = L.summarise([fake(1, 0, 0, per)], refs=refs)["paired"]
     assert p["valid_rate"] == {"before": pytest.approx(1 / 3), "after": pytest.approx(2 / 3)}
     assert p["task_among_valid"]["before"] == pytest.approx(0.1) and p["task_among_valid"]["after"] == pytest.approx(0.3)
-    assert p["regret"]["before"] > p["regret"]["after"] and p["heuristic_task"] == pytest.approx(0.7)
+    # only the prompt answered validly before and after is a paired decision
+    assert p["decision_change"]["prompts"] == 1 and p["decision_change"]["mean"] == pytest.approx(0.3)
+    assert p["decision_regret"]["before"] == pytest.approx(0.7) and p["decision_regret"]["after"] == pytest.approx(0.5)
+    assert p["imitation"]["after"] == 1.0 and p["heuristic_task"] == pytest.approx(0.7)
+    assert p["above_demonstrator"] == {"before": 0.0, "after": 0.0}
+    refs_low = [{"oracle": 0.8, "heuristic": 0.25, "heuristic_key": ["x", "d", None]}] * 3
+    q = L.summarise([fake(1, 0, 0, per)], refs=refs_low)["paired"]
+    assert q["imitation"]["after"] == 0.0 and q["above_demonstrator"] == {"before": 0.0, "after": 0.5}
+    assert q["task_by_imitation"]["after"] == {"same": None, "other": pytest.approx(0.3)}
+
+
+def test_format_gains_alone_do_not_pass():
+    """More answers parse (the task reward rises a lot) but the decisions get worse: FAIL."""
+    per = [(-0.5, 0.1), (-0.5, 0.0), (0.3, 0.2), (0.4, 0.3), (-0.5, 0.1), (0.5, 0.4)] * 2
+    s = L.summarise([fake(1, 0, 0, per), fake(2, 0, 0, per)])
+    assert s["paired"]["task_change_ci95"][0] > 0  # the old rule would pass
+    assert s["paired"]["decision_change"]["mean"] == pytest.approx(-0.1)
+    assert not s["passed"] and s["decision_deltas"] == [pytest.approx(-0.1)] * 2
+
+
+def test_decisions_must_also_beat_the_control_arm():
+    per = [(0.0, 0.3), (0.1, 0.4), (-0.1, 0.2), (0.2, 0.5)] * 2
+    better_control = [0.6, 0.7, 0.5, 0.8] * 2
+    worse_control = [0.0, 0.1, -0.1, 0.1] * 2
+    assert L.summarise([fake(1, 0, 0, per)])["passed"]
+    beaten = L.summarise([fake(1, 0, 0, per, control=better_control)])
+    assert not beaten["passed"] and beaten["paired"]["control"]["decision_vs_control"]["mean"] == pytest.approx(-0.3)
+    ok = L.summarise([fake(1, 0, 0, per, control=worse_control)])
+    assert ok["passed"] and ok["paired"]["control"]["decision_vs_control"]["ci95"][0] > 0
+    assert "decisions +0.325" in L.format_table(ok, 1)
+
+
+def test_no_valid_answer_in_one_arm_fails_with_a_clear_line():
+    per = [(-0.5, 0.3), (-0.5, 0.2)]
+    s = L.summarise([fake(1, 0, 0, per)])
+    assert not s["passed"] and s["paired"]["decision_change"]["mean"] is None
+    assert "no prompt with valid answers in both arms" in L.format_table(s, 1)
 
 
 def test_bootstrap_interval_is_deterministic_and_brackets_the_mean():
@@ -104,3 +144,21 @@ def test_control_arm_is_compared_pairwise_with_grpo():
     c = L.summarise([seed])["paired"]["control"]
     assert c["task_vs_control"] == pytest.approx(0.3) and c["task_vs_control_ci95"][0] > 0
     assert "GRPO vs the control arm" in L.format_table(L.summarise([seed]), 1)
+
+
+_task = st.floats(min_value=-0.45, max_value=1.0, allow_nan=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(_task, _task), min_size=1, max_size=8), st.data())
+def test_unparseable_answers_never_move_decision_quality(per, data):
+    """Format is out of (b): turning any answers unparseable (in either arm) leaves the
+    paired decision change of the prompts that keep a valid answer on both sides as it was."""
+    base = fake(1, 0, 0, per)
+    spoiled = fake(1, 0, 0, per)
+    for arm in ("answers_before", "answers_after"):
+        for i, answers in enumerate(spoiled[arm]):
+            extra = data.draw(st.integers(min_value=0, max_value=3))
+            spoiled[arm][i] = answers + [{"task": -0.5, "valid": False, "key": None}] * extra
+    assert L.decision_change([spoiled], "answers_after", "answers_before") == \
+        pytest.approx(L.decision_change([base], "answers_after", "answers_before"))
