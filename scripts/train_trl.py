@@ -1699,7 +1699,7 @@ def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:
     return out
 
 
-CPU_PLOT_NOTE = "CPU pipeline check: tiny random-weight model, not real training"
+CPU_PLOT_NOTE = "CPU pipeline check: tiny warm-started model, not real training"
 
 
 def _plot_title(ax, title: str, cpu: bool) -> None:
