@@ -1,33 +1,31 @@
 #!/usr/bin/env python
 """Proof of learning on CPU: does the GRPO curriculum improve a (warm-started) policy?
 
-    python scripts/learning_check.py                  # 3 seeds (9 min 50 s on 2 cores: docs/learning.md)
+    python scripts/learning_check.py                  # 3 seeds (about 17 min on 2 cores: docs/learning.md)
     python scripts/learning_check.py --first-seed 4   # another seed range
     python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute
     python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
 
-For each seed: build the CPU profile's tiny Qwen2 model, warm-start it with a short
-supervised pass on heuristic demonstrations (so it writes parseable JSON some of the
-time), then score it on one fixed held-out prompt set — the same prompts for every seed,
-all difficulties and both task families — (a) before GRPO and (b) after the GRPO
-curriculum. Each held-out prompt is answered 4 times, sampled at the training
-temperature with a fixed torch seed: that is the policy GRPO optimises.
+For each seed: build the CPU profile's tiny Qwen2 model, warm-start it on heuristic
+demonstrations, then score it on one fixed held-out prompt set (the same prompts for
+every seed, all difficulties and both task families) before GRPO and after the GRPO
+curriculum, both with the CPU profile's own values (CPU_PROFILE). Each held-out prompt
+is answered 4 times, sampled at the training temperature with a fixed torch seed: that
+is the policy GRPO optimises.
 
-The comparison is paired: every answer after GRPO is compared with the answer to the
-same prompt before it. For each prompt, the change of the task reward is averaged over
-its samples and the seeds; the reported change is the mean over prompts with a 95 %
-bootstrap confidence interval over prompts (2,000 resamples). The full check passes
-when that interval's lower bound is above 0. Beside the task reward it reports what the
-change is made of: the valid-JSON rate, the task reward among valid answers only, and
-the regret against the oracle (the oracle's task reward on the prompt minus the
-answer's). The heuristic the warm start imitates is scored on the same prompts.
+The comparison is paired over prompts, with a 95 % bootstrap confidence interval over
+prompts (2,000 resamples). It reports apart (a) the valid-JSON rate, (b) decision
+quality: the task reward among valid answers, paired per prompt and seed, (c) the
+regret per decision against the oracle, the share of decisions equal to the heuristic
+demonstrator's and how they score, and (d) answer diversity per task family. The full
+check passes when the interval of (b) lies above 0 (a gain in format alone fails), with
+``--control`` also the interval of GRPO's decisions against the control's, and no seed
+collapsed onto one answer.
 
 ``--control`` trains, per seed, a second copy of the same warm-started model through
 the same curriculum with every batch's rewards shuffled among its completions (the same
-values, detached from the answers that earned them): the compute without the signal. It
-reports GRPO's after-training task reward against the control's, paired over prompts,
-with its interval.
+values, detached from the answers that earned them): the compute without the signal.
 
 ``--quick`` (one seed, 8 prompts) is a smoke check of the pipeline, not evidence: it
 passes when the run completes with finite figures, GRPO changed the policy's answers and
