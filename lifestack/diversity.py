@@ -16,6 +16,12 @@ from .actions import LifeStackAction
 COLLAPSE_MIN_ANSWERS = 4  # fewer parsed answers in a family say nothing about collapse
 
 
+def answer_key(action: LifeStackAction) -> tuple[str, str, str | None]:
+    """What one decision chose: ``(action_type, target_domain, route)``; two answers with
+    the same key are the same answer for diversity and for imitation of a demonstrator."""
+    return action.action_type, action.target_domain, action.route
+
+
 def answer_diversity(records: Iterable[tuple[str, LifeStackAction | None, Sequence[str]]]) -> dict[str, dict]:
     """Per task family: ``answers`` (parsed), ``distinct`` answers, ``distinct_share``,
     ``route_named`` (share naming a route), ``route_fits`` (share of those whose route is
@@ -29,7 +35,7 @@ def answer_diversity(records: Iterable[tuple[str, LifeStackAction | None, Sequen
     for family, action, routes in records:
         if action is None:
             continue
-        seen.setdefault(family, []).append((action.action_type, action.target_domain, action.route))
+        seen.setdefault(family, []).append(answer_key(action))
         if action.route:
             fits.setdefault(family, []).append(action.route in routes)
     out = {}

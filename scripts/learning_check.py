@@ -86,8 +86,10 @@ def answer_scores(prompts: list, completions: list[str], samples: int) -> list[d
 
 
 def action_key(action) -> list | None:
-    """What a decision chose: ``[action_type, target_domain, route]`` (None: no decision)."""
-    return None if action is None else [action.action_type, action.target_domain, action.route]
+    """lifestack.diversity.answer_key as a JSON list (None: no decision)."""
+    from lifestack.diversity import answer_key
+
+    return None if action is None else list(answer_key(action))
 
 
 def reference_scores(prompts: list) -> list[dict]:
@@ -311,7 +313,7 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # quick: a smoke check of the pipeline (8 prompts are too few for a verdict on learning).
     # full: decisions must improve (the task reward among valid answers, paired), not only
     # the format, and with a control arm GRPO's decisions must beat the control's.
-    learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo or 0) > 0)
+    learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo is not None and control_lo > 0))
     passed = (moved and finite if quick else learned) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,

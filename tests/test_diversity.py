@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lifestack.actions import LifeStackAction
-from lifestack.diversity import COLLAPSE_MIN_ANSWERS, answer_diversity
+from lifestack.diversity import COLLAPSE_MIN_ANSWERS, answer_diversity, answer_key
 
 FLIGHT = ("rebook_premium", "wait_in_lounge")
 CODE = ("revert_merge", "patch_forward")
@@ -37,3 +37,10 @@ def test_collapse_needs_enough_answers_all_the_same():
 
 def test_no_parsed_answer_gives_an_empty_report():
     assert answer_diversity([("flight_crisis", None, FLIGHT)]) == {}
+
+
+def test_answer_key_is_what_makes_two_answers_the_same():
+    """Amounts and costs do not count: the key is action type, domain and route."""
+    a = act(route="rebook_premium")
+    assert answer_key(a) == ("negotiate", "career", "rebook_premium")
+    assert answer_key(a) != answer_key(act(route="wait_in_lounge")) != answer_key(act("rest", route="wait_in_lounge"))

@@ -152,8 +152,8 @@ _task = st.floats(min_value=-0.45, max_value=1.0, allow_nan=False)
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(_task, _task), min_size=1, max_size=8), st.data())
 def test_unparseable_answers_never_move_decision_quality(per, data):
-    """Format is out of (b): turning any answers unparseable (in either arm) leaves the
-    paired decision change of the prompts that keep a valid answer on both sides as it was."""
+    """Format is out of (b): adding any number of unparseable answers to any prompt, in
+    either arm, leaves the paired decision change exactly as it was."""
     base = fake(1, 0, 0, per)
     spoiled = fake(1, 0, 0, per)
     for arm in ("answers_before", "answers_after"):
