@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Proof of learning on CPU: does the GRPO curriculum improve a (warm-started) policy?
 
-    python scripts/learning_check.py                  # 3 seeds (about 17 min on 2 cores: docs/learning.md)
+    python scripts/learning_check.py                  # 3 seeds (about 26 min on 2 cores: docs/learning.md)
     python scripts/learning_check.py --first-seed 4   # another seed range
-    python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute
+    python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute (about 36 min)
     python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
 
@@ -66,7 +66,7 @@ def settings(quick: bool) -> dict:
 
     cpu = T.CPU_PROFILE
     return {"warm_steps": cpu["WARM_START_SFT_STEPS"], "stages": 5, "prompts": cpu["N_PROMPTS_PER_STAGE"],
-            "held_out": 40, "samples": 4, "lr": cpu["LEARNING_RATES"][0], "batch": cpu["PER_DEVICE_BATCH_SIZE"],
+            "held_out": 80, "samples": 4, "lr": cpu["LEARNING_RATES"][0], "batch": cpu["PER_DEVICE_BATCH_SIZE"],
             "held_out_difficulty": None}
 
 
