@@ -101,6 +101,19 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     state = json.loads((out / "curriculum_state.json").read_text())
     assert [d["stage"] for d in state["stages"]] == [1, 2, 3] and state["finished"]
 
+    # scripts/eval_stages.py replays the final evaluation for every saved stage: on the
+    # trainer's own evaluation seed it reproduces the [eval] figures of GRPO's start and the final model.
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_stages.py"), "--seeds", "2", "--",
+                           *SMALL, f"--CPU_BASE_DIR={tmp_path / 'base'}"],
+                          cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = {ln.split(":")[0]: ln for ln in proc.stdout.splitlines() if ": mean " in ln}
+    assert list(lines) == ["stage_0", "stage_1", "stage_2", "stage_3", "final"]
+    episodes = read_jsonl(logs / "eval_episodes.jsonl")
+    for name, model in (("stage_0", "base"), ("final", "trained")):
+        mean = sum(e["reward"] for e in episodes if e["model"] == model) / 4
+        assert lines[name].split("per seed ")[1].split(",")[0] == f"{mean:+.3f}"
+
 
 def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     cmd = [sys.executable, str(SCRIPT), *SMALL, f"--CPU_BASE_DIR={tmp_path / 'base'}", "--N_STAGES=1",

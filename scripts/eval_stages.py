@@ -1,0 +1,66 @@
+#!/usr/bin/env python
+"""Score every saved stage of a run on the trainer's final evaluation, over several seeds.
+
+    python scripts/eval_stages.py                                   # lifestack_model/, 6 evaluation seeds
+    python scripts/eval_stages.py --output-dir runs/x --seeds 3 -- --DEVICE_PROFILE=cpu
+
+The trainer's `[eval]` line compares the final model with GRPO's start on one set of
+N_EVAL_EPISODES greedy episodes (seed SEED + 20,000,000). One set is one draw: this
+script replays that evaluation (`run_episodes`, the same starts and scoring) for
+``stage_0`` (GRPO's start), each ``stage_N`` and the final model, on ``--seeds``
+evaluation seeds (the trainer's own first, then 1,000 apart), and prints the mean
+reward per model and seed. Overrides after ``--`` are the trainer's ``--KEY=value``
+(give the ones the run was trained with, e.g. ``--DEVICE_PROFILE=cpu``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
+    """(name, path) of stage_0, stage_1, ... and the final model, those that exist, in order."""
+    stages = sorted((p for p in output_dir.glob("stage_*") if p.name[6:].isdigit() and (p / "config.json").exists()),
+                    key=lambda p: int(p.name[6:]))
+    out = [(p.name, p) for p in stages]
+    if (output_dir / "config.json").exists():
+        out.append(("final", output_dir))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output-dir", default="lifestack_model", help="the run's OUTPUT_DIR")
+    parser.add_argument("--seeds", type=int, default=6, help="evaluation seeds (default 6)")
+    parser.add_argument("overrides", nargs="*", help="the trainer's --KEY=value overrides of the run")
+    args = parser.parse_args(argv)
+    import train_trl as T
+
+    out_dir = Path(args.output_dir)
+    models = saved_models(out_dir)
+    if not models:
+        print(f"no saved model (config.json) in {out_dir} or its stage_N folders", file=sys.stderr)
+        return 1
+    cfg = T.build_config([f"--OUTPUT_DIR={out_dir}", *args.overrides])  # resolves the profile as the trainer does
+    T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    seeds = [cfg["SEED"] + 20_000_000 + 1_000 * k for k in range(args.seeds)]
+    print(f"[eval stages] {len(models)} models x {len(seeds)} seeds x {cfg['N_EVAL_EPISODES']} greedy episodes")
+    for name, path in models:
+        model, tok = T.load_model(cfg, path, banner=False, collective=False)
+        means = [statistics.mean(r["reward"] for r in T.run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s))
+                 for s in seeds]
+        print(f"{name}: mean {statistics.mean(means):+.3f} over seeds; per seed "
+              + ", ".join(f"{m:+.3f}" for m in means), flush=True)
+        del model
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
