@@ -18,10 +18,13 @@ The comparison is paired over prompts, with a 95 % bootstrap confidence interval
 prompts (2,000 resamples). It reports apart (a) the valid-JSON rate, (b) decision
 quality: the task reward among valid answers, paired per prompt and seed, (c) the
 regret per decision against the oracle, the share of decisions equal to the heuristic
-demonstrator's and how they score, and (d) answer diversity per task family. The full
-check passes when the interval of (b) lies above 0 (a gain in format alone fails), with
-``--control`` also the interval of GRPO's decisions against the control's, and no seed
-collapsed onto one answer.
+demonstrator's and how they score, (d) answer diversity per task family, and (e)
+closed-loop play: the trainer's own final evaluation (greedy, whole episodes in which
+each decision meets the state the policy's earlier ones made) on 100 fixed starts,
+paired over starts. The full check passes when the interval of (b) lies above 0 (a gain
+in format alone fails), with ``--control`` also the interval of GRPO's decisions against
+the control's, the interval of (e) reaches above 0 (closed-loop play did not get worse
+beyond noise), and no seed collapsed onto one answer.
 
 ``--control`` trains, per seed, a second copy of the same warm-started model through
 the same curriculum with every batch's rewards shuffled among its completions (the same
@@ -52,6 +55,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 HELD_OUT_SEED = 31_000_000  # fixed: every seed is measured on the same prompts
+EPISODE_SEED = 32_000_000  # fixed: every seed plays the same closed-loop episode starts
+ADVANCING = ("advanced", "completed")  # route_status of a step that moved its route on
 METRICS = ("reward_format_fn", "reward_plausibility_fn", "reward_task_success_fn", "reward_milestone_fn",
            "reward_reasoning_fn", "reward_human_feedback_fn", "valid_json_rate")
 
@@ -61,13 +66,13 @@ def settings(quick: bool) -> dict:
     per stage, batch, learning rate); --quick is CI's smoke version (fewer steps and prompts)."""
     if quick:
         return {"warm_steps": 300, "stages": 3, "prompts": 16, "held_out": 8, "samples": 4, "lr": 2e-4, "batch": 16,
-                "held_out_difficulty": 1}
+                "held_out_difficulty": 1, "episodes": 10}
     import train_trl as T
 
     cpu = T.CPU_PROFILE
     return {"warm_steps": cpu["WARM_START_SFT_STEPS"], "stages": 5, "prompts": cpu["N_PROMPTS_PER_STAGE"],
             "held_out": 80, "samples": 4, "lr": cpu["LEARNING_RATES"][0], "batch": cpu["PER_DEVICE_BATCH_SIZE"],
-            "held_out_difficulty": None}
+            "held_out_difficulty": None, "episodes": 100}
 
 
 def answer_scores(prompts: list, completions: list[str], samples: int) -> list[dict]:
@@ -90,6 +95,14 @@ def action_key(action) -> list | None:
     from lifestack.diversity import answer_key
 
     return None if action is None else list(answer_key(action))
+
+
+def episode_scores(T, model, tok, cfg: dict, n: int) -> list[dict]:
+    """The trainer's final evaluation (``run_episodes``: greedy, whole episodes from
+    ``evaluation_starts``, difficulty 1 -> 5, families alternating) on the fixed starts of
+    EPISODE_SEED: per episode its reward, each step's reward and route status, its outcome."""
+    keep = ("difficulty", "domain", "reward", "steps", "outcome", "valid_json_rate", "turn_rewards", "route_statuses")
+    return [{k: r[k] for k in keep if k in r} for r in T.run_episodes(model, tok, cfg, n, EPISODE_SEED)]
 
 
 def reference_scores(prompts: list) -> list[dict]:
@@ -162,10 +175,12 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool 
     T.warm_start(model, tok, cfg)
     prompts = T.held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
     before = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
+    episodes_before = episode_scores(T, model, tok, cfg, s["episodes"])
     start = copy.deepcopy(model) if control else None  # the control arm starts from the same weights
     model, state = train_arm(T, model, tok, cfg, control=False)
     after = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
-    control_answers = None
+    episodes_after = episode_scores(T, model, tok, cfg, s["episodes"])
+    control_answers = control_episodes = None
     if control:
         ccfg = {**cfg, "OUTPUT_DIR": str(run_dir / "control_model"), "LOG_DIR": str(run_dir / "control_logs")}
         T.RUN_CONTEXT.update(log_dir=ccfg["LOG_DIR"])
@@ -173,6 +188,7 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool 
         start, _ = train_arm(T, start, tok, ccfg, control=True)
         control_after = T.evaluate_policy(start, tok, prompts, ccfg, samples=s["samples"])
         control_answers = answer_scores(prompts, control_after["completions"], s["samples"])
+        control_episodes = episode_scores(T, start, tok, ccfg, s["episodes"])
         T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"])
 
     def row(r: dict) -> dict:
@@ -188,6 +204,7 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool 
         "answers_before": answer_scores(prompts, before["completions"], s["samples"]),
         "answers_after": answer_scores(prompts, after["completions"], s["samples"]),
         "answers_control": control_answers,
+        "episodes_before": episodes_before, "episodes_after": episodes_after, "episodes_control": control_episodes,
         "stages": state["stages"],
         "frac_reward_zero_std": [h.get("frac_reward_zero_std") for h in history],
         "train_reward_means": {m: [h.get(f"rewards/{m}/mean") for h in history] for m in METRICS[:-1]},
@@ -291,6 +308,39 @@ def paired(results: list[dict], refs: list[dict] | None = None) -> dict:
     return out
 
 
+def _arm_play(rows: list[dict]) -> dict:
+    """One arm's closed-loop play: episode reward, its first decision and its later ones
+    (the states the policy's own earlier actions made), successes, and what the later
+    decisions did to their routes."""
+    first = [r["turn_rewards"][0] for r in rows if r.get("turn_rewards")]
+    later = [x for r in rows for x in (r.get("turn_rewards") or [])[1:]]
+    statuses = [x for r in rows for x in (r.get("route_statuses") or [])[1:]]
+    share = lambda keys: (sum(x in keys for x in statuses) / len(statuses)) if statuses else None  # noqa: E731
+    return {"episode_reward": _mean([r["reward"] for r in rows]), "first_decision": _mean(first),
+            "later_decisions": _mean(later), "success_rate": _mean([float(r["outcome"] == "success") for r in rows]),
+            "later_advancing": share(ADVANCING), "later_wrong_step": share(("wrong_type",)),
+            "later_invalid": share(("invalid",))}
+
+
+def closed_loop(results: list[dict]) -> dict | None:
+    """Closed-loop greedy play (the trainer's final evaluation) before vs after GRPO, paired
+    over episode starts: per start the change of episode reward averaged over the seeds,
+    with a 95 % bootstrap interval over the starts. None when the runs did not play any."""
+    if not all(r.get("episodes_before") and r.get("episodes_after") for r in results):
+        return None
+    n = len(results[0]["episodes_before"])
+
+    def change(later: str, earlier: str) -> list[float]:
+        return [statistics.mean(r[later][i]["reward"] - r[earlier][i]["reward"] for r in results) for i in range(n)]
+
+    arms = ["before", "after"] + (["control"] if all(r.get("episodes_control") for r in results) else [])
+    return {"episodes": n, "change": _interval(change("episodes_after", "episodes_before")),
+            "change_per_seed": [statistics.mean(a["reward"] - b["reward"] for a, b in
+                                                zip(r["episodes_after"], r["episodes_before"])) for r in results],
+            "vs_control": _interval(change("episodes_after", "episodes_control")) if "control" in arms else None,
+            "arms": {arm: _arm_play([x for r in results for x in r[f"episodes_{arm}"]]) for arm in arms}}
+
+
 def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None) -> dict:
     table = {}
     for m in METRICS:
@@ -314,10 +364,14 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # full: decisions must improve (the task reward among valid answers, paired), not only
     # the format, and with a control arm GRPO's decisions must beat the control's.
     learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo is not None and control_lo > 0))
-    passed = (moved and finite if quick else learned) and not collapsed
+    # ... and the trainer's own final evaluation (closed-loop greedy play) must not get
+    # worse beyond noise: its interval must reach above 0.
+    play = closed_loop(results)
+    play_ok = play is None or (play["change"]["ci95"][1] is not None and play["change"]["ci95"][1] > 0)
+    passed = (moved and finite if quick else learned and play_ok) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
-            "collapsed": collapsed,
+            "collapsed": collapsed, "closed_loop": play, "closed_loop_ok": play_ok,
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
 
@@ -356,7 +410,31 @@ def format_table(summary: dict, n_seeds: int) -> str:
                      f"{c['task_vs_control']:+.3f} (95% CI {clo:+.3f} .. {chi:+.3f}); decisions "
                      f"{_fmt_interval(c['decision_vs_control'])}; control after: valid JSON {c['valid_rate']:.0%}, "
                      f"task among valid {fmt(c['task_among_valid'])}")
+    play = summary.get("closed_loop")
+    if play:
+        lines.extend(format_play(play))
     return "\n".join(lines)
+
+
+def format_play(play: dict) -> list[str]:
+    """The (e) lines: closed-loop greedy play before vs after GRPO (and vs the control)."""
+    b, a = play["arms"]["before"], play["arms"]["after"]
+    fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"  # noqa: E731
+    both = lambda key, f: f"{f(b[key])} -> {f(a[key])}"  # noqa: E731
+    d = play["change"]
+    lines = [f"(e) closed-loop play (the trainer's final evaluation: greedy, whole episodes, {play['episodes']} starts, "
+             f"difficulty 1-5): episode reward {both('episode_reward', fmt)}; paired change {d['mean']:+.3f} "
+             f"(95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}, {play['episodes']} episodes); per seed "
+             f"{[round(x, 3) for x in play['change_per_seed']]}",
+             f"    first decision {both('first_decision', fmt)}, later decisions {both('later_decisions', fmt)}; "
+             f"success {both('success_rate', _pct)}; later decisions advancing their route {both('later_advancing', _pct)}, "
+             f"naming a step their route no longer needs {both('later_wrong_step', _pct)}, unparseable "
+             f"{both('later_invalid', _pct)}"]
+    if play.get("vs_control"):
+        v = play["vs_control"]
+        lines.append(f"    GRPO vs the control arm in closed-loop play: {v['mean']:+.3f} (95% CI {v['ci95'][0]:+.3f} .. "
+                     f"{v['ci95'][1]:+.3f}); control episode reward {fmt(play['arms']['control']['episode_reward'])}")
+    return lines
 
 
 def _pct(x: float | None) -> str:
@@ -368,6 +446,14 @@ def _fmt_interval(d: dict) -> str:
         return "n/a (no prompt with valid answers in both arms)"
     lo, hi = d["ci95"]
     return f"{d['mean']:+.3f} (95% CI {lo:+.3f} .. {hi:+.3f}, {d['prompts']} prompts)"
+
+
+def play_rule(summary: dict) -> str:
+    play = summary.get("closed_loop")
+    if not play:
+        return ""
+    return (f"; closed-loop play (e) must not get worse beyond noise: its 95% CI must reach above 0 (upper bound "
+            f"{play['change']['ci95'][1]:+.3f})")
 
 
 def fmt_bound(d: dict) -> str:
@@ -422,12 +508,15 @@ def main(argv: list[str] | None = None) -> int:
             else "the 95% CI of the paired change of decision quality (b) must exclude 0 (lower bound "
             + fmt_bound(p["decision_change"]) + ")"
             + (", and so must GRPO's decisions vs the control's (lower bound "
-               + fmt_bound(p["control"]["decision_vs_control"]) + ")" if p["control"] else ""))
+               + fmt_bound(p["control"]["decision_vs_control"]) + ")" if p["control"] else "")
+            + play_rule(summary))
     for r in results:
         parts = [f"{f} {d['distinct']} distinct of {d['answers']}, route fits "
                  + ("n/a" if d["route_fits"] is None else f"{d['route_fits']:.0%}")
                  for f, d in (r.get("diversity_after") or {}).items()]
         print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
+    if not args.quick and not summary["closed_loop_ok"]:
+        print("FAIL: GRPO made closed-loop play (e), the trainer's own final evaluation, worse beyond noise")
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     per_seed = lambda xs: [None if d is None else round(d, 3) for d in xs]  # noqa: E731

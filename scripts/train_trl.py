@@ -46,6 +46,7 @@ from lifestack.prompts import (  # noqa: E402  (several names re-exported: the s
 )
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.rollout import make_rollout_func  # noqa: E402
+from lifestack.onpolicy import advance_by_policy  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenario  # noqa: E402
 
 _NAMES_BEFORE_CONSTANTS = set(globals())
@@ -70,6 +71,7 @@ PER_DEVICE_BATCH_SIZE = 4  # completions per device per step; x processes x accu
 GRAD_ACCUM_STEPS = 1
 MAX_COMPLETION_LENGTH = 256  # tokens (per turn in episode mode)
 HORIZON = 1  # decisions per GRPO sample: 1 = one action per prompt; > 1 = closed-loop episodes of up to HORIZON turns
+ON_POLICY_STATES = 0.0  # share of each stage's prompts at a state the stage's model reached itself (greedy, 1+ steps on)
 ENV_URL = ""  # episode mode: play episodes on a `python -m lifestack.serve` server at this URL ("" = in-process)
 TEMPERATURE = 1.0  # sampling temperature for GRPO generations
 BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
@@ -254,6 +256,8 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["OUTPUT_DIR"].strip() != "" and cfg["LOG_DIR"].strip() != "", "OUTPUT_DIR", "OUTPUT_DIR and LOG_DIR must be set")
     need(isinstance(cfg["CPU_PROFILE"], dict) and set(cfg["CPU_PROFILE"]) <= set(cfg), "CPU_PROFILE",
          "must map constant names to values")
+    need(finite(cfg["ON_POLICY_STATES"]) and 0 <= cfg["ON_POLICY_STATES"] <= 1, "ON_POLICY_STATES",
+         "must be a share in [0, 1] (0: every prompt is a sample_scenario state)")
     need(1 <= cfg["HORIZON"] <= MAX_HORIZON, "HORIZON", f"must be in 1..{MAX_HORIZON} (1: single decisions; more: episodes)")
     need(cfg["HORIZON"] == 1 or not cfg["USE_VLLM"], "HORIZON",
          "episode mode (HORIZON > 1) generates each turn with transformers, not vLLM: set USE_VLLM=False")
@@ -586,23 +590,50 @@ def _prepare_tokenizer(tok):
 # =====================================================================================
 # Dataset: seeded conversational prompts carrying the state they were written from
 # =====================================================================================
-def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = SEED):
+def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = SEED,
+                     advance: Callable[[list[Scenario]], list[Scenario]] | None = None):
     """``n_prompts`` seeded conversational prompts as a ``datasets.Dataset``.
 
     Item ``i`` is drawn from ``random.Random(seed + i)`` and records its seed and
     difficulty; ``difficulty=None`` cycles 1..5. Same arguments, identical dataset.
+    ``advance`` may move the scenarios on before they are rendered (the on-policy states
+    of ``ON_POLICY_STATES``: :func:`lifestack.onpolicy.advance_by_policy`).
     """
     from datasets import Dataset
 
+    scenarios = [sample_scenario(seed + i, difficulty if difficulty is not None else 1 + i % 5) for i in range(n_prompts)]
+    if advance is not None:
+        scenarios = advance(scenarios)
     rows: dict[str, list] = {"prompt": [], "difficulty": [], "domain": [], "seed": []}
-    for i in range(n_prompts):
-        d = difficulty if difficulty is not None else 1 + i % 5
-        sc = sample_scenario(seed + i, d)
-        rows["prompt"].append(build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed))
-        rows["difficulty"].append(d)
+    for sc in scenarios:
+        rows["prompt"].append(build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed))
+        rows["difficulty"].append(sc.difficulty)
         rows["domain"].append(sc.task.domain)
         rows["seed"].append(sc.seed)
     return Dataset.from_dict(rows)
+
+
+def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scenario]], list[Scenario]] | None:
+    """ON_POLICY_STATES > 0: move that share of a stage's scenarios on by ``model``'s own
+    greedy answers (the play the final evaluation measures). Rank 0 plays and every rank
+    gets its states, so all processes train on one dataset. None when off."""
+    share = cfg["ON_POLICY_STATES"]
+    if share <= 0:
+        return None
+
+    def advance(scenarios: list[Scenario]) -> list[Scenario]:
+        moved = None
+        if is_main_process():
+            core = _unwrap(model)
+            t0 = time.perf_counter()
+            moved = advance_by_policy(scenarios, lambda prompts: generate_completions(
+                core, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"]), share)
+            steps = [b.state.step - a.state.step for a, b in zip(scenarios, moved)]
+            log(f"[on-policy] {sum(k > 0 for k in steps)} of {len(steps)} prompts moved on by the model's own greedy "
+                f"answers ({sum(steps)} steps, {time.perf_counter() - t0:.1f}s)")
+        return broadcast_object(moved)
+
+    return advance
 
 
 # =====================================================================================
@@ -1183,6 +1214,8 @@ def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
     if cfg["HORIZON"] > 1:  # recorded only when set, so single-step runs keep their fingerprint
         settings["HORIZON"] = cfg["HORIZON"]
+    if cfg["ON_POLICY_STATES"] > 0:  # likewise
+        settings["ON_POLICY_STATES"] = cfg["ON_POLICY_STATES"]
     return settings
 
 
@@ -1490,7 +1523,8 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         RUN_CONTEXT.update(stage=stage, difficulty=difficulty)
         stage_dir = out / f"stage_{stage}"
         ckpt_dir = stage_dir / "checkpoints"
-        dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage)
+        dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage,
+                                   advance=policy_advance(model, tokenizer, cfg))
         # TensorBoard (REPORT_TO) logs outside the step checkpoints, which are deleted after a stage
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(Path(cfg["LOG_DIR"]) / "tensorboard" / f"stage_{stage}")
         episodes = {}
@@ -1640,14 +1674,16 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> li
     """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step.
 
     HORIZON = 1: each step is a fresh single-decision prompt of the current state, for the
-    task's whole horizon; the reward is the mean step reward. HORIZON > 1: the closed-loop
+    task's whole horizon; the reward is the mean step reward (each step's reward and what it
+    did to its route, ``route_status`` of the env's breakdown or "invalid", are kept per
+    row). HORIZON > 1: the closed-loop
     conversation the policy was trained on, up to HORIZON turns; the reward is the
     episode's task reward as training aggregates it (turn mean blended with the outcome).
     """
     if cfg["HORIZON"] > 1:
         return run_conversations(model, tokenizer, cfg, n, seed)
     episodes = [{"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed, "env": env,
-                 "conflict": sc.conflict, "rewards": [], "valid": 0, "actions": 0}
+                 "conflict": sc.conflict, "rewards": [], "statuses": [], "valid": 0, "actions": 0}
                 for i, (sc, env) in enumerate(evaluation_starts(n, seed))]
     for _round in range(max(e["env"].task.horizon for e in episodes)):
         live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
@@ -1659,10 +1695,13 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int) -> li
             obs = e["env"].step(text)
             e["rewards"].append(obs.reward)
             e["actions"] += 1
-            e["valid"] += "error" not in obs.metadata["breakdown"]
+            breakdown = obs.metadata["breakdown"]
+            e["valid"] += "error" not in breakdown
+            e["statuses"].append("invalid" if "error" in breakdown else str(breakdown.get("route_status", "none")))
     return [{"episode": e["episode"], "difficulty": e["difficulty"], "domain": e["domain"], "seed": e["seed"],
              "reward": sum(e["rewards"]) / len(e["rewards"]), "steps": len(e["rewards"]),
-             "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1)} for e in episodes]
+             "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1),
+             "turn_rewards": [round(r, 4) for r in e["rewards"]], "route_statuses": e["statuses"]} for e in episodes]
 
 
 def evaluation_starts(n: int, seed: int) -> list[tuple[Scenario, LifeStackEnv]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -117,6 +118,54 @@ def test_reduced_learning_check_runs_the_whole_experiment(tmp_path):
     seed = result["seeds"][0]
     assert 0 < seed["answers_changed"] <= 1
     assert "paired over 8 held-out prompts" in proc.stdout and "PASS" in proc.stdout
+    # closed-loop play (e): the trainer's final evaluation, on the same 10 starts before and after
+    assert len(seed["episodes_before"]) == len(seed["episodes_after"]) == 10
+    assert all(len(e["turn_rewards"]) == len(e["route_statuses"]) == e["steps"] for e in seed["episodes_after"])
+    assert "(e) closed-loop play" in proc.stdout
+
+
+def episodes(rewards, statuses=("advanced", "completed"), outcome="timeout") -> list[dict]:
+    """Closed-loop rows as ``episode_scores`` keeps them: a first decision at 0.5, then one
+    later decision making each episode's reward the given mean."""
+    return [{"reward": r, "turn_rewards": [0.5, 2 * r - 0.5], "route_statuses": list(statuses), "outcome": outcome}
+            for r in rewards]
+
+
+def test_closed_loop_play_is_paired_over_starts_and_getting_worse_fails_the_check():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2]
+    worse = [x - 0.2 + 0.02 * (i % 3) for i, x in enumerate(start)]
+    seeds = []
+    for seed in (1, 2):
+        r = fake(seed, 0, 0, clear)
+        r["episodes_before"], r["episodes_after"] = episodes(start), episodes(worse, ("wrong_type", "wrong_type"))
+        seeds.append(r)
+    summary = L.summarise(seeds)
+    play = summary["closed_loop"]
+    assert play["episodes"] == 8 and play["change"]["mean"] == pytest.approx(statistics.mean(
+        w - s for w, s in zip(worse, start)))
+    assert play["change"]["ci95"][1] < 0 and not summary["closed_loop_ok"]
+    assert summary["paired"]["decision_change"]["ci95"][0] > 0  # decisions improved, ...
+    assert not summary["passed"]  # ... but the trainer's own final evaluation got worse: FAIL
+    arms = play["arms"]
+    assert arms["before"]["first_decision"] == pytest.approx(0.5)
+    assert arms["before"]["later_wrong_step"] == 0.0 and arms["after"]["later_wrong_step"] == 1.0
+    assert arms["before"]["later_advancing"] == 1.0 and arms["after"]["later_advancing"] == 0.0
+    lines = "\n".join(L.format_play(play))
+    assert "(e) closed-loop play" in lines and "8 episodes" in lines
+    # no worse beyond noise: passes (the rule asks the interval to reach above 0)
+    for r in seeds:
+        r["episodes_after"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(start)])
+    assert L.summarise(seeds)["passed"]
+    # the quick smoke check reports it but does not judge it
+    seeds[0]["episodes_after"] = episodes(worse)
+    assert L.summarise(seeds[:1], quick=True)["passed"]
+
+
+def test_runs_without_episodes_are_summarised_as_before():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    summary = L.summarise([fake(1, 0, 0, clear)])
+    assert summary["closed_loop"] is None and summary["passed"]
 
 
 def test_collapse_onto_one_answer_fails_the_check():

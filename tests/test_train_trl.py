@@ -463,6 +463,60 @@ def test_generate_dataset_columns_and_difficulty_cycle():
         assert meta["difficulty"] == 3 and meta["seed"] == row["seed"] and meta["domain"] == row["domain"]
 
 
+def heuristic_answers(prompts) -> list[str]:
+    """The heuristic's answer on the state each prompt describes (a stand-in policy)."""
+    from lifestack.policies import heuristic
+
+    out = []
+    for p in prompts:
+        task, state, _ = T.EVALUATOR.context(T.prompt_text(p))
+        env = T.LifeStackEnv()
+        env.restore(task, state, observe=False)
+        out.append(heuristic(env))
+    return out
+
+
+def test_generate_dataset_renders_the_scenarios_advance_returns():
+    from lifestack.onpolicy import advance_by_policy
+
+    answer = heuristic_answers
+    plain = T.generate_dataset(20, None, seed=11)
+    moved = T.generate_dataset(20, None, seed=11, advance=lambda scs: advance_by_policy(scs, answer, 1.0))
+    assert moved["seed"] == plain["seed"] and moved["difficulty"] == plain["difficulty"]
+    assert moved["domain"] == plain["domain"]
+    steps = lambda ds: [json.loads(T._METADATA_RE.search(user_text(p)).group(1))["state"]["step"] for p in ds["prompt"]]  # noqa: E731
+    assert all(b >= a for a, b in zip(steps(plain), steps(moved))) and sum(steps(moved)) > sum(steps(plain))
+    for p in moved["prompt"]:  # every moved prompt is scoreable: the reward rebuilds its state
+        assert T.get_lifestack_evaluation(answer([p])[0], p)["action"] is not None
+
+
+def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
+    for bad in ("--ON_POLICY_STATES=-0.1", "--ON_POLICY_STATES=1.5", "--ON_POLICY_STATES=nan"):
+        with pytest.raises(T.ConfigError, match="ON_POLICY_STATES"):
+            T.build_config([bad], profile="cpu")
+    off = T.build_config(["--ON_POLICY_STATES=0.0"], profile="cpu")
+    assert "ON_POLICY_STATES" not in T.run_settings(off)  # runs recorded before the setting still resume
+    assert T.policy_advance(None, None, off) is None
+    on = T.build_config(["--ON_POLICY_STATES=0.5"], profile="cpu")
+    assert T.run_settings(on)["ON_POLICY_STATES"] == 0.5
+    assert T.config_fingerprint(T.run_settings(on)) != T.config_fingerprint(T.run_settings(off))
+
+
+def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, capsys):
+    calls = []
+
+    def fake_generate(model, tokenizer, prompts, max_new_tokens, **kw):  # the model's greedy answers
+        calls.append((model, kw))
+        return heuristic_answers(prompts)
+
+    monkeypatch.setattr(T, "generate_completions", fake_generate)
+    model = type("Wrapped", (), {"module": "core"})()
+    advance = T.policy_advance(model, "tok", T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu"))
+    ds = T.generate_dataset(10, 2, seed=21, advance=advance)
+    assert calls and all(m == "core" and kw == {} for m, kw in calls)  # unwrapped, greedy (no temperature)
+    assert len(ds) == 10 and "[on-policy]" in capsys.readouterr().out
+
+
 def test_generate_dataset_prompts_are_distinct():
     ds = T.generate_dataset(50)
     texts = [user_text(p) for p in ds["prompt"]]
