@@ -617,23 +617,35 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = 
 
 def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scenario]], list[Scenario]] | None:
     """ON_POLICY_STATES > 0: move that share of a stage's scenarios on by ``model``'s own
-    greedy answers (the play the final evaluation measures). Rank 0 plays and every rank
-    gets its states, so all processes train on one dataset. None when off."""
+    greedy answers (the play the final evaluation measures). None when off.
+
+    Rank 0 plays; the other ranks get its answers (plain strings: scenarios hold
+    mappingproxy tables that do not pickle) and replay them through the same environment,
+    which is deterministic, so every process trains on one dataset."""
     share = cfg["ON_POLICY_STATES"]
     if share <= 0:
         return None
 
     def advance(scenarios: list[Scenario]) -> list[Scenario]:
+        answers: list[list[str]] = []
         moved = None
         if is_main_process():
             core = _unwrap(model)
+
+            def play(prompts: list[list[dict]]) -> list[str]:
+                answers.append(generate_completions(core, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"]))
+                return answers[-1]
+
             t0 = time.perf_counter()
-            moved = advance_by_policy(scenarios, lambda prompts: generate_completions(
-                core, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"]), share)
+            moved = advance_by_policy(scenarios, play, share)
             steps = [b.state.step - a.state.step for a, b in zip(scenarios, moved)]
             log(f"[on-policy] {sum(k > 0 for k in steps)} of {len(steps)} prompts moved on by the model's own greedy "
                 f"answers ({sum(steps)} steps, {time.perf_counter() - t0:.1f}s)")
-        return broadcast_object(moved)
+        answers = broadcast_object(answers)
+        if moved is None:
+            batches = iter(answers)
+            moved = advance_by_policy(scenarios, lambda prompts: next(batches), share)
+        return moved
 
     return advance
 

@@ -517,6 +517,30 @@ def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, 
     assert len(ds) == 10 and "[on-policy]" in capsys.readouterr().out
 
 
+def test_policy_advance_gives_every_rank_rank_0s_states_by_replaying_its_answers(monkeypatch):
+    """Under torchrun rank 0 plays and sends only its answers (a Scenario holds mappingproxy
+    tables, which do not pickle); another rank replays them and must build the same dataset."""
+    import pickle
+
+    sent = []
+    monkeypatch.setattr(T, "generate_completions", lambda model, tok, prompts, n, **kw: heuristic_answers(prompts))
+    monkeypatch.setattr(T, "broadcast_object", lambda obj: sent.append(pickle.loads(pickle.dumps(obj))) or sent[-1])
+    cfg = T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu")
+    ds0 = T.generate_dataset(12, 3, seed=5, advance=T.policy_advance(object(), "tok", cfg))
+    assert sent and all(isinstance(t, str) for batch in sent[0] for t in batch)
+
+    def must_not_generate(*a, **k):
+        raise AssertionError("only rank 0 generates")
+
+    monkeypatch.setattr(T, "generate_completions", must_not_generate)
+    monkeypatch.setattr(T, "is_main_process", lambda: False)
+    monkeypatch.setattr(T, "broadcast_object", lambda obj: sent[0])
+    ds1 = T.generate_dataset(12, 3, seed=5, advance=T.policy_advance(object(), "tok", cfg))
+    plain = T.generate_dataset(12, 3, seed=5)
+    assert ds1["prompt"] == ds0["prompt"]
+    assert ds0["prompt"] != plain["prompt"]  # the answers did move some states on
+
+
 def test_generate_dataset_prompts_are_distinct():
     ds = T.generate_dataset(50)
     texts = [user_text(p) for p in ds["prompt"]]
