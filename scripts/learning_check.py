@@ -4,6 +4,7 @@
     python scripts/learning_check.py                  # 3 seeds (about 26 min on 2 cores: docs/learning.md)
     python scripts/learning_check.py --first-seed 4   # another seed range
     python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute (about 36 min)
+    python scripts/learning_check.py --control=imitation  # + a control arm: more imitation, same optimizer steps
     python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
 
@@ -24,11 +25,16 @@ each decision meets the state the policy's earlier ones made) on 100 fixed start
 paired over starts. The full check passes when the interval of (b) lies above 0 (a gain
 in format alone fails), with ``--control`` also the interval of GRPO's decisions against
 the control's, the interval of (e) reaches above 0 (closed-loop play did not get worse
-beyond noise), and no seed collapsed onto one answer.
+beyond noise; with ``--control``, nor is it worse than the control's), and no seed
+collapsed onto one answer.
 
-``--control`` trains, per seed, a second copy of the same warm-started model through
-the same curriculum with every batch's rewards shuffled among its completions (the same
-values, detached from the answers that earned them): the compute without the signal.
+``--control`` (``--control=shuffled``) trains, per seed, a second copy of the same
+warm-started model through the same curriculum with every batch's rewards shuffled among
+its completions (the same values, detached from the answers that earned them): the
+compute without the signal. ``--control=imitation`` instead continues the warm start:
+as many supervised steps as GRPO took optimizer steps, each on as many heuristic
+demonstrations as GRPO's batch has completions, at GRPO's learning rate, on scenarios
+the warm start never saw: does the reward signal teach more than more imitation would?
 
 ``--quick`` (one seed, 8 prompts) is a smoke check of the pipeline, not evidence: it
 passes when the run completes with finite figures, GRPO changed the policy's answers and
@@ -142,6 +148,12 @@ def shuffled_reward(fn, text_of):
     return wrapper
 
 
+CONTROLS = {  # --control=KIND: what the control arm does with the GRPO arm's compute
+    "shuffled": "same compute, rewards shuffled within each batch",
+    "imitation": "more imitation: supervised steps on new demonstrations, as many as GRPO's",
+}
+
+
 def train_arm(T, model, tok, cfg: dict, control: bool):
     """train_curriculum as the trainer runs it; ``control``: with shuffled rewards."""
     if not control:
@@ -154,7 +166,16 @@ def train_arm(T, model, tok, cfg: dict, control: bool):
         T.REWARD_FUNCS[:] = real
 
 
-def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool = False) -> dict:
+def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int, s: dict):
+    """The imitation control: ``grpo_steps`` more supervised steps from the warm-started
+    weights, ``s['batch']`` demonstrations each (GRPO's completions per step), at GRPO's
+    learning rate, on demonstration scenarios after the warm start's."""
+    icfg = {**cfg, "WARM_START_SFT_STEPS": grpo_steps, "WARM_START_LR": s["lr"]}
+    T.warm_start(model, tok, icfg, batch_size=s["batch"], first_demo=max(64, s["warm_steps"]))
+    return model
+
+
+def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str | None = None) -> dict:
     import train_trl as T
     from transformers import set_seed
 
@@ -185,7 +206,10 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: bool 
         ccfg = {**cfg, "OUTPUT_DIR": str(run_dir / "control_model"), "LOG_DIR": str(run_dir / "control_logs")}
         T.RUN_CONTEXT.update(log_dir=ccfg["LOG_DIR"])
         set_seed(seed)
-        start, _ = train_arm(T, start, tok, ccfg, control=True)
+        if control == "imitation":
+            start = imitation_arm(T, start, tok, ccfg, sum(st["steps"] for st in state["stages"]), s)
+        else:
+            start, _ = train_arm(T, start, tok, ccfg, control=True)
         control_after = T.evaluate_policy(start, tok, prompts, ccfg, samples=s["samples"])
         control_answers = answer_scores(prompts, control_after["completions"], s["samples"])
         control_episodes = episode_scores(T, start, tok, ccfg, s["episodes"])
@@ -341,6 +365,12 @@ def closed_loop(results: list[dict]) -> dict | None:
             "arms": {arm: _arm_play([x for r in results for x in r[f"episodes_{arm}"]]) for arm in arms}}
 
 
+def play_shortfalls(play: dict) -> list[str]:
+    """What closed-loop play is worse than beyond noise (its interval does not reach above 0)."""
+    return [what for what, d in (("than before GRPO", play["change"]), ("than the control arm's", play["vs_control"]))
+            if d is not None and not (d["ci95"][1] is not None and d["ci95"][1] > 0)]
+
+
 def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None) -> dict:
     table = {}
     for m in METRICS:
@@ -365,9 +395,9 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # the format, and with a control arm GRPO's decisions must beat the control's.
     learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo is not None and control_lo > 0))
     # ... and the trainer's own final evaluation (closed-loop greedy play) must not get
-    # worse beyond noise: its interval must reach above 0.
+    # worse beyond noise, nor end worse than the control's: each interval must reach above 0.
     play = closed_loop(results)
-    play_ok = play is None or (play["change"]["ci95"][1] is not None and play["change"]["ci95"][1] > 0)
+    play_ok = play is None or not play_shortfalls(play)
     passed = (moved and finite if quick else learned and play_ok) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
@@ -375,7 +405,7 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
 
-def format_table(summary: dict, n_seeds: int) -> str:
+def format_table(summary: dict, n_seeds: int, control: str = "shuffled") -> str:
     lines = [f"| metric (mean ± spread over {n_seeds} seed{'s' if n_seeds > 1 else ''}) | before GRPO | after GRPO | change |",
              "|---|---:|---:|---:|"]
     for m, t in summary["table"].items():
@@ -406,7 +436,7 @@ def format_table(summary: dict, n_seeds: int) -> str:
     c = p.get("control")
     if c:
         clo, chi = c["task_vs_control_ci95"]
-        lines.append(f"GRPO vs the control arm (same compute, rewards shuffled within each batch): task reward "
+        lines.append(f"GRPO vs the control arm ({CONTROLS[control]}): task reward "
                      f"{c['task_vs_control']:+.3f} (95% CI {clo:+.3f} .. {chi:+.3f}); decisions "
                      f"{_fmt_interval(c['decision_vs_control'])}; control after: valid JSON {c['valid_rate']:.0%}, "
                      f"task among valid {fmt(c['task_among_valid'])}")
@@ -452,8 +482,11 @@ def play_rule(summary: dict) -> str:
     play = summary.get("closed_loop")
     if not play:
         return ""
-    return (f"; closed-loop play (e) must not get worse beyond noise: its 95% CI must reach above 0 (upper bound "
+    rule = (f"; closed-loop play (e) must not get worse beyond noise: its 95% CI must reach above 0 (upper bound "
             f"{play['change']['ci95'][1]:+.3f})")
+    if play.get("vs_control"):
+        rule += f", and so must GRPO's vs the control's (upper bound {play['vs_control']['ci95'][1]:+.3f})"
+    return rule
 
 
 def fmt_bound(d: dict) -> str:
@@ -475,11 +508,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the reduced CI version")
     parser.add_argument("--out", default="training_logs/learning_check", help="working directory for the runs")
     parser.add_argument("--json", default=None, help="where to write the results (default: OUT/learning_check.json)")
-    parser.add_argument("--control", action="store_true",
-                        help="also train a control arm per seed: the same curriculum with rewards shuffled within each batch")
+    parser.add_argument("--control", nargs="?", const="shuffled", choices=sorted(CONTROLS), default=None,
+                        help="also train a control arm per seed from the same warm start: 'shuffled' (the default): the "
+                             "same curriculum with rewards shuffled within each batch; 'imitation': as many supervised "
+                             "steps on new heuristic demonstrations as GRPO took")
     parser.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
+    parser.add_argument("--from-json", default=None, metavar="PATH",
+                        help="train nothing: judge and print the seeds saved in PATH (a learning_check.json) "
+                             "with today's rule")
     parser.add_argument("overrides", nargs="*", help="extra --KEY=value overrides for train_trl.py")
     args = parser.parse_args(argv)
+    if args.from_json:
+        return report_saved(Path(args.from_json))
     if args.deterministic:
         import torch
 
@@ -496,15 +536,42 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['after']['reward_task_success_fn']:+.3f}, valid JSON {r['before']['valid_json_rate']:.0%} -> "
               f"{r['after']['valid_json_rate']:.0%} ({r['seconds']:.0f}s)", flush=True)
         results.append(r)
+    summary = report(results, s, args.quick, args.control)
+    path = Path(args.json) if args.json else out / "learning_check.json"
+    s = {**s, "control": args.control, "deterministic": args.deterministic}
+    path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))
+    return 0 if summary["passed"] else 1
+
+
+def report_saved(path: Path) -> int:
+    """``--from-json``: the report and verdict of a saved run under today's rule."""
+    try:
+        saved = json.loads(path.read_text())
+        results, s = saved["seeds"], saved["settings"]
+        if not results or not all(isinstance(r, dict) and "answers_after" in r for r in results):
+            raise ValueError("no saved seed with its answers")
+        quick = all(s.get(k) == v for k, v in settings(quick=True).items())
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"--from-json: {path} is not a learning_check.json ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    control = s.get("control")
+    control = "shuffled" if control is True else (control or None)  # files before --control=KIND saved a bool
+    print(f"[learning check] {len(results)} saved seeds from {path} (seeds {[r['seed'] for r in results]}), "
+          "judged with today's rule", flush=True)
+    return 0 if report(results, s, quick, control)["passed"] else 1
+
+
+def report(results: list[dict], s: dict, quick: bool, control: str | None) -> dict:
+    """Summarise the seeds, print the report and the verdict; returns the summary."""
     refs = reference_scores(held_out(s))
-    summary = summarise(results, quick=args.quick, refs=refs)
-    print(format_table(summary, len(results)))
+    summary = summarise(results, quick=quick, refs=refs)
+    print(format_table(summary, len(results), control or "shuffled"))
     if summary["mean_frac_reward_zero_std"] is not None:
         print(f"mean frac_reward_zero_std over training: {summary['mean_frac_reward_zero_std']:.3f}")
     verdict = "PASS" if summary["passed"] else "FAIL"
     p = summary["paired"]
     rule = ("quick smoke check: the run completes, the policy's answers changed, no collapse "
-            "(8 prompts are too few for a verdict on learning; run the full check for that)" if args.quick
+            "(8 prompts are too few for a verdict on learning; run the full check for that)" if quick
             else "the 95% CI of the paired change of decision quality (b) must exclude 0 (lower bound "
             + fmt_bound(p["decision_change"]) + ")"
             + (", and so must GRPO's decisions vs the control's (lower bound "
@@ -515,17 +582,15 @@ def main(argv: list[str] | None = None) -> int:
                  + ("n/a" if d["route_fits"] is None else f"{d['route_fits']:.0%}")
                  for f, d in (r.get("diversity_after") or {}).items()]
         print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
-    if not args.quick and not summary["closed_loop_ok"]:
-        print("FAIL: GRPO made closed-loop play (e), the trainer's own final evaluation, worse beyond noise")
+    if not quick and not summary["closed_loop_ok"]:
+        print("FAIL: closed-loop play (e), the trainer's own final evaluation, is worse beyond noise after GRPO "
+              + " and ".join(play_shortfalls(summary["closed_loop"])))
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     per_seed = lambda xs: [None if d is None else round(d, 3) for d in xs]  # noqa: E731
     print(f"{verdict}: change per seed: task reward {per_seed(summary['task_deltas'])}, decision quality "
           f"{per_seed(summary['decision_deltas'])}; {rule}")
-    path = Path(args.json) if args.json else out / "learning_check.json"
-    s = {**s, "control": args.control, "deterministic": args.deterministic}
-    path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))
-    return 0 if summary["passed"] else 1
+    return summary
 
 
 if __name__ == "__main__":

@@ -1046,12 +1046,15 @@ def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_ne
     return out
 
 
-def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
+def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
     """A short supervised pass on heuristic demonstrations so a tiny model emits JSON.
 
-    Loss is on the completion tokens only. In episode mode the demonstrations are the
-    heuristic's turns of played episodes, each after its conversation so far (so the
-    model has seen environment turns). Returns the loss per step.
+    WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR. Loss is
+    on the completion tokens only. In episode mode the demonstrations are the heuristic's
+    turns of played episodes, each after its conversation so far (so the model has seen
+    environment turns). ``first_demo`` skips that many demonstration scenarios (the
+    learning check's imitation control continues on scenarios the warm start never saw).
+    Returns the loss per step.
     """
     import random
 
@@ -1065,7 +1068,7 @@ def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
     rng = random.Random(cfg["SEED"] + 777)
     env = LifeStackEnv()
     pairs = []
-    for i in range(max(64, steps)):
+    for i in range(first_demo, first_demo + max(64, steps * batch_size // 4)):
         sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
         if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
             ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: heuristic(e.env))
@@ -1078,7 +1081,7 @@ def warm_start(model, tokenizer, cfg: dict[str, Any]) -> list[float]:
     model.train()
     losses = []
     for step in range(steps):
-        batch = rng.sample(pairs, 4)
+        batch = rng.sample(pairs, min(batch_size, len(pairs)))
         ids, labels = [], []
         for messages, answer in batch:
             p = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -110,7 +110,7 @@ def test_reduced_learning_check_runs_the_whole_experiment(tmp_path):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
     cmd = [sys.executable, str(ROOT / "scripts" / "learning_check.py"), "--seeds", "1", "--quick",
-           "--out", str(tmp_path / "lc")]
+           "--control=imitation", "--out", str(tmp_path / "lc")]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads((tmp_path / "lc" / "learning_check.json").read_text())
@@ -122,6 +122,19 @@ def test_reduced_learning_check_runs_the_whole_experiment(tmp_path):
     assert len(seed["episodes_before"]) == len(seed["episodes_after"]) == 10
     assert all(len(e["turn_rewards"]) == len(e["route_statuses"]) == e["steps"] for e in seed["episodes_after"])
     assert "(e) closed-loop play" in proc.stdout
+    # the imitation control: as many supervised steps as GRPO took, scored on the same prompts and starts
+    grpo_steps = sum(st["steps"] for st in seed["stages"])
+    assert proc.stdout.count(f"[warm start] step {grpo_steps}/{grpo_steps} ") == 1
+    assert len(seed["answers_control"]) == 8 and len(seed["episodes_control"]) == 10
+    assert "GRPO vs the control arm (more imitation" in proc.stdout
+    assert result["settings"]["control"] == "imitation"
+    # --from-json judges the saved seeds again without training: the same report
+    again = subprocess.run([sys.executable, str(ROOT / "scripts" / "learning_check.py"), "--from-json",
+                            str(tmp_path / "lc" / "learning_check.json")], cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    report = lambda out: out[out.index("| metric"):]  # noqa: E731
+    assert report(again.stdout) == report(proc.stdout)
 
 
 def episodes(rewards, statuses=("advanced", "completed"), outcome="timeout") -> list[dict]:
@@ -162,6 +175,36 @@ def test_closed_loop_play_is_paired_over_starts_and_getting_worse_fails_the_chec
     assert L.summarise(seeds[:1], quick=True)["passed"]
 
 
+def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2]
+    after = [x + 0.1 + 0.02 * (i % 3) for i, x in enumerate(start)]  # GRPO improved on its start ...
+    seeds = []
+    for seed in (1, 2):
+        r = fake(seed, 0, 0, clear, control=[b for b, _ in clear])  # ... and beat the control's decisions
+        r["episodes_before"], r["episodes_after"] = episodes(start), episodes(after)
+        r["episodes_control"] = episodes([x + 0.1 for x in after])  # ... but the control plays better
+        seeds.append(r)
+    summary = L.summarise(seeds)
+    play = summary["closed_loop"]
+    assert play["change"]["ci95"][0] > 0 and summary["paired"]["control"]["decision_vs_control"]["ci95"][0] > 0
+    assert play["vs_control"]["mean"] == pytest.approx(-0.1) and play["vs_control"]["ci95"][1] < 0
+    assert not summary["closed_loop_ok"] and not summary["passed"]
+    assert "GRPO's vs the control's (upper bound -0.100)" in L.play_rule(summary)
+    for r in seeds:  # the control plays as well as GRPO, give or take noise: passes
+        r["episodes_control"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(after)])
+    assert L.summarise(seeds)["passed"]
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"seeds": []}', "[1, 2]", '{"seeds": [], "settings": {}}',
+                                     '{"seeds": [{"seed": 1}], "settings": {}}'])
+def test_from_json_rejects_a_file_that_is_not_a_saved_run(tmp_path, capsys, content):
+    path = tmp_path / "learning_check.json"
+    path.write_text(content)
+    assert L.main(["--from-json", str(path)]) == 2
+    assert "is not a learning_check.json" in capsys.readouterr().err
+
+
 def test_runs_without_episodes_are_summarised_as_before():
     clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
     summary = L.summarise([fake(1, 0, 0, clear)])
@@ -192,7 +235,25 @@ def test_control_arm_is_compared_pairwise_with_grpo():
     seed["answers_control"] = [[{"task": b, "valid": b > -0.5}] * 2 for b, _ in clear]  # control = no change
     c = L.summarise([seed])["paired"]["control"]
     assert c["task_vs_control"] == pytest.approx(0.3) and c["task_vs_control_ci95"][0] > 0
-    assert "GRPO vs the control arm" in L.format_table(L.summarise([seed]), 1)
+    assert "GRPO vs the control arm (same compute, rewards shuffled" in L.format_table(L.summarise([seed]), 1)
+    assert "GRPO vs the control arm (more imitation" in L.format_table(L.summarise([seed]), 1, "imitation")
+
+
+def test_control_flag_takes_a_kind_and_defaults_to_shuffled(tmp_path, monkeypatch, capsys):
+    seen = []
+
+    def stop(seed, out, s, extra, control=None):
+        seen.append(control)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(L, "run_seed", stop)
+    for argv in (["--control"], ["--control=imitation"], []):
+        with pytest.raises(SystemExit):
+            L.main(["--seeds", "1", "--quick", "--out", str(tmp_path), *argv])
+    assert seen == ["shuffled", "imitation", None]
+    with pytest.raises(SystemExit) as err:
+        L.main(["--control=unknown", "--out", str(tmp_path)])
+    assert err.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
 _task = st.floats(min_value=-0.45, max_value=1.0, allow_nan=False)

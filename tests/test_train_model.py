@@ -7,6 +7,7 @@ test here runs a training loop longer than one optimizer step.
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -252,3 +253,24 @@ def test_base_model_evaluation_runs_with_the_adapter_disabled(tmp_path, tiny_bas
     assert torch.allclose(base, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))), atol=1e-6)
     assert not torch.allclose(trained, base)
     assert torch.allclose(logits(model), trained)  # the adapter is back on afterwards
+
+
+# ------------------------------------------------------------------------------------
+# warm start: the learning check's imitation control continues it on unseen scenarios
+# ------------------------------------------------------------------------------------
+def test_warm_start_takes_its_batch_size_and_skips_the_first_demonstrations(tmp_path, tiny_base, monkeypatch):
+    cfg = cfg_for("cpu", tmp_path, tiny_base, "--WARM_START_SFT_STEPS=3", "--SEED=5")
+    model, tok = T.load_model(cfg, banner=False)
+    seeds, widths = [], []
+    real = T.sample_scenario
+    monkeypatch.setattr(T, "sample_scenario", lambda seed, difficulty: seeds.append(seed) or real(seed, difficulty))
+    model.register_forward_hook(lambda module, args, kwargs, out: widths.append(kwargs["input_ids"].shape[0]),
+                                with_kwargs=True)
+    default = T.warm_start(model, tok, cfg)
+    assert len(default) == 3 and widths == [4, 4, 4]
+    assert seeds == [5 + 5_000_000 + i for i in range(64)]  # at least 64 demonstrations, from the first
+    seeds.clear(), widths.clear()
+    later = T.warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": 40}, batch_size=8, first_demo=1000)
+    assert len(later) == 40 and set(widths) == {8}
+    assert seeds == [5 + 5_000_000 + 1000 + i for i in range(80)]  # 40 x 8 / 4 new scenarios, none the warm start saw
+    assert all(math.isfinite(x) for x in default + later)
