@@ -19,6 +19,7 @@ from typing import Any, Mapping, NamedTuple
 
 from .actions import LifeStackAction, with_notes, parse_action
 from .conflicts import ConflictEvent
+from .faithfulness import faithfulness
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
 from .reward import (
@@ -177,6 +178,7 @@ class TaskIndex:
 
     routes: Mapping[str, Route]
     route_words: Mapping[str, frozenset[str]]  # words naming each route (reasoning coherence)
+    route_names: tuple[tuple[str, str], ...]  # (id, name) of each route (reasoning faithfulness)
     # words of every *other* route, keyed by the chosen route id ("" for none)
     other_route_words: Mapping[str, frozenset[str]]
     all_route_words: frozenset[str]
@@ -201,7 +203,7 @@ class TaskIndex:
             by_step.setdefault(ev.step, []).append(ev)
         return cls(
             routes={r.id: r for r in reversed(task.viable_routes)},  # the first route of an id wins, as Task.route
-            route_words=words, other_route_words=others, all_route_words=every, milestones_by_route=by_route,
+            route_words=words, route_names=tuple((r.id, r.name) for r in task.viable_routes), other_route_words=others, all_route_words=every, milestones_by_route=by_route,
             milestones_by_id={m.id: m for m in reversed(task.milestones)},
             events_by_step={k: tuple(v) for k, v in by_step.items()},
             events_by_id={e.id: e for e in task.event_schedule},  # the last of an id wins, as rebuild_state had it
@@ -401,6 +403,12 @@ class LifeStackEnv:
                                                 route_words=index.route_words, event_words=ctx.event_words,
                                                 damaged_vocab=ctx.damaged_vocab,
                                                 other_route_words=index.other_route_words.get(action.route or "", index.all_route_words))
+        # ... and is it true of the action? (numbers, type, route, metrics it states)
+        faithful = 1.0
+        if r_score > 0.0:
+            faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names,
+                                       truths=self._truths(res, s))
+            r_score *= faithful
         outcome = StepOutcome(
             action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
             affordable=affordable, claimed_gain=claimed_gain, plausibility=plausibility,
@@ -416,7 +424,15 @@ class LifeStackEnv:
         breakdown["claimed_gain"] = claimed_gain
         breakdown["milestone_gain"] = milestone_gain
         breakdown["route_status"] = route_status  # type: ignore[assignment]
+        breakdown["reasoning.faithfulness"] = faithful
         return self._observation(result.total, breakdown, info, fired)
+
+    @staticmethod
+    def _truths(before: Mapping[str, float], s: EpisodeState) -> dict[str, tuple[float, ...]]:
+        """Quantities besides the cost that a reasoning may truly state: the resources left
+        before and after paying, the starting budget, and the numbers the situation shows."""
+        shown = tuple(float(v) for v in s.world.values() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        return {k: (before[k], s.resources[k], s.budget[k], *shown) for k in RESOURCE_NAMES}
 
     @staticmethod
     def _pay(s: EpisodeState, cost: Mapping[str, float]) -> tuple[float, float]:

@@ -28,17 +28,11 @@ from .conflicts import ConflictEvent
 from .env import EpisodeState, LifeStackEnv
 from .evaluation import FALLBACK_REWARD, parse_completion
 from .generator import TaskGenerator
-from .metrics import RESOURCE_NAMES
 from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation, strip_metadata
 from .scenarios import Scenario, conflict_from_metadata, rebuild_state, round_state, task_from_metadata
 from .tasks import Task
+from .value import OUTCOME_SHARE, OUTCOME_WEIGHTS, RESULT_SCORES, episode_outcome, episode_reward  # noqa: F401  (their old home)
 
-# How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
-# progress made during the episode, and resources kept (credited on success only: doing
-# nothing keeps everything). Weights sum to 1.
-OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.4, "resources": 0.1}
-RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
-OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
 # What the world does with a turn whose answer could not be read: as if the model did nothing.
 IDLE_ANSWER = ('{"action_type": "rest", "target_domain": "mental_wellbeing", "route": null, "metric_changes": {}, '
                '"resource_cost": {"time": 0, "money": 0, "energy": 0}, "reasoning": "No action this turn."}')
@@ -160,38 +154,6 @@ class Episode:
         return {"seed": self.seed, "difficulty": self.difficulty, "domain": self.task.domain,
                 "conflict_id": self.conflict.id, "horizon": self.horizon,
                 "turns": [t.to_dict() for t in self.turns], "outcome": self.outcome()}
-
-
-def episode_outcome(task: Task, start: EpisodeState, end: EpisodeState) -> dict[str, Any]:
-    """The trajectory's task outcome, scored in [-1, 1]: how the task ended (success +1,
-    failure -1, otherwise 0), the share of the milestone reward still open at the start
-    that the episode reached, and, on success only, the share of the starting resources
-    kept (an episode that does nothing keeps them all and earns nothing for it)."""
-    open_ms = [m for m in task.milestones if m.id not in start.milestones]
-    total = sum(m.reward for m in open_ms)
-    reached = [m.id for m in open_ms if m.id in end.milestones]
-    progress = sum(m.reward for m in open_ms if m.id in reached) / total if total > 0 else 0.0
-    kept = [min(1.0, max(0.0, end.resources[k] / start.resources[k])) if start.resources[k] > 0 else 1.0
-            for k in RESOURCE_NAMES]
-    kept_share = sum(kept) / len(kept)
-    parts = {"result": RESULT_SCORES.get(end.outcome, 0.0), "milestones": progress,
-             "resources": kept_share if end.outcome == "success" else 0.0}
-    score = sum(OUTCOME_WEIGHTS[k] * v for k, v in parts.items())
-    return {"result": end.outcome, "milestones_reached": reached, "milestone_progress": round(progress, 4),
-            "resources_kept": round(kept_share, 4), "score": round(max(-1.0, min(1.0, score)), 6)}
-
-
-def episode_reward(turn_values: Sequence[float], outcome: float | None = None) -> float:
-    """One reward for an episode from one reward's value on each of its turns: their
-    mean, and for the task reward (``outcome`` given) blended with the trajectory's
-    outcome score, ``(1 - OUTCOME_SHARE) * mean + OUTCOME_SHARE * outcome``.
-
-    The mean (not the sum) keeps an episode that ends early by success on the scale of
-    one that uses every turn, and a wasted (rejected) turn costs its share."""
-    if not turn_values:
-        raise ValueError("an episode has at least one turn")
-    mean = sum(turn_values) / len(turn_values)
-    return mean if outcome is None else (1.0 - OUTCOME_SHARE) * mean + OUTCOME_SHARE * outcome
 
 
 Policy = Callable[[Episode], str]

@@ -24,6 +24,7 @@ from .metrics import pressured_domain
 from .prompts import strip_metadata, read_metadata
 from .scenarios import rebuild_state, task_from_metadata
 from .tasks import Task, missing_task_fields
+from .value import reference_value, score_decision
 
 FALLBACK_REWARD = -0.5  # the task reward of an answer that cannot be scored
 PROMPT_CACHE_SIZE = 4096
@@ -116,10 +117,20 @@ class Evaluator:
             if action is None:
                 result = fallback(reason or "unparseable completion")
             else:
-                self._env.restore(task, state, observe=False)
-                obs = self._env.step(action)
-                reward = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
-                result = {"reward": reward, "breakdown": obs.metadata["breakdown"], "action": action,
+                reference = meta.get("_reference")
+                if reference is None:  # the reference decision's episode value: once per prompt
+                    reference = meta["_reference"] = reference_value(task, state)
+                scored = score_decision(task, state, action, reference, self._env)
+                obs = scored["observation"]
+                step = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD
+                reward = scored["reward"] if math.isfinite(scored["reward"]) else FALLBACK_REWARD
+                breakdown = obs.metadata["breakdown"]
+                breakdown["decision.step_reward"] = step
+                breakdown["decision.episode_value"] = scored["value"]
+                breakdown["decision.reference_value"] = reference[0]
+                breakdown["decision.continuation_turns"] = scored["turns"]
+                breakdown["total"] = reward
+                result = {"reward": reward, "step_reward": step, "breakdown": breakdown, "action": action,
                           "info": obs.metadata["info"], "situation": meta["_situation"]}
         cache_put(self.evaluations, key, result, self.eval_cache_size)
         return result

@@ -119,13 +119,36 @@ def heuristic(env: LifeStackEnv, rng: random.Random | None = None) -> str:
 
 
 def oracle(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    """Best of a broad candidate search, each candidate scored by stepping a copy."""
+    """Best of a broad candidate search by the single decision's task reward (its step
+    reward blended with the episode it starts, ``lifestack.value``): the reward's greedy
+    maximiser."""
+    from .value import reference_value, score_decision
+
     candidates = candidate_actions(env)
+    reference = reference_value(env.task, env.state)
+    probe = LifeStackEnv(env.graph)
     best, best_reward = candidates[0], -2.0
     for text in candidates:
-        reward = score_on_copy(env, text)
+        reward = score_decision(env.task, env.state, text, reference, probe)["reward"]
         if reward > best_reward:
             best, best_reward = text, reward
+    return best
+
+
+def rollout(env: LifeStackEnv, rng: random.Random | None = None) -> str:
+    """One step of policy improvement over the heuristic: every candidate action is
+    stepped and the heuristic plays the task to its end from there; the candidate whose
+    episode scores best (``lifestack.value``: the episode value) is chosen."""
+    from .value import continue_episode  # value imports this module lazily
+
+    start = env.state
+    best, best_value = None, -math.inf
+    probe = LifeStackEnv(env.graph)
+    for text in candidate_actions(env):
+        probe.restore(env.task, start, observe=False)
+        value = continue_episode(probe, start, probe.step(text).reward)[0]
+        if value > best_value:
+            best, best_value = text, value
     return best
 
 
@@ -207,7 +230,8 @@ def hack_keyword_stuffing(env: LifeStackEnv, rng: random.Random | None = None) -
 
 
 Policy = Callable[[LifeStackEnv, random.Random], str]
-HONEST: dict[str, Policy] = {"oracle": oracle, "heuristic": heuristic, "random": random_valid, "lazy": lazy}
+HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic, "random": random_valid,
+                             "lazy": lazy}
 HACKS: dict[str, Policy] = {
     "hack_free_claims": hack_huge_free_claims,
     "hack_negative_cost": hack_negative_costs,

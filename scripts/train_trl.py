@@ -813,7 +813,9 @@ def _per_episode(fn: Callable, kwargs: dict) -> list[float]:
     turns, outcomes = kwargs["turns"], kwargs.get("episode_outcome")
     rest = {k: v for k, v in kwargs.items() if k not in EPISODE_FIELDS and k not in ("prompts", "completions", "prompt")}
     flat = [pair for episode in turns for pair in episode]
-    values = _clip(fn([c for _, c in flat], prompts=[p for p, _ in flat], **rest))
+    # per_turn: each turn is scored by what it did; the played continuation and the
+    # outcome below are the episode's own (lifestack.value: nothing is counted twice)
+    values = _clip(fn([c for _, c in flat], prompts=[p for p, _ in flat], per_turn=True, **rest))
     out, i = [], 0
     for k, episode in enumerate(turns):
         outcome = outcomes[k] if outcomes is not None and fn.__name__ == OUTCOME_REWARD else None
@@ -915,8 +917,11 @@ def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
 
 @_timed
 def reward_task_success_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
-    """The environment's task reward for the action (-0.5 when it cannot be evaluated)."""
-    return [float(ev["reward"]) for ev in _evaluations(completions, prompts, kwargs)]
+    """The decision's task reward: its step reward blended with the value of the episode it
+    starts (lifestack.value); per turn of a played episode (``per_turn``) the step reward
+    alone. -0.5 when it cannot be evaluated."""
+    key = "step_reward" if kwargs.get("per_turn") else "reward"
+    return [float(ev.get(key, ev["reward"])) for ev in _evaluations(completions, prompts, kwargs)]
 
 
 @_timed

@@ -1,0 +1,212 @@
+"""Is the reasoning true of its action?
+
+The coherence score (:func:`lifestack.reward.reasoning_coherence`) reads which words a
+reasoning cites. This module reads what it *states* and checks it against the action it
+explains, so a reasoning that says "I pay 6 hours" for an action that pays 2, names
+another action type or another route, or claims to improve a metric the action does not
+touch, scores less, in proportion to how wrong it is.
+
+What counts as a statement (everything else is free wording and never punished):
+
+- **A resource amount**: a number with a unit of time ("2 hours", "2h", "two hours",
+  "90 minutes", "an hour"), money ("30 dollars", "$30", "30 USD", "$1.2k") or energy
+  ("3 energy", "3 units of energy", "energy 3"). It is true when it matches a quantity
+  of this decision: the action's cost, what was left before or after paying, the
+  starting budget, or a number the situation shows (a fare, ...). Otherwise it is
+  taken to state the cost, and its error is its relative distance to the cost beyond a
+  rounding tolerance, capped at 1 (three times the true cost: 0.67).
+- **The action type**: naming another action type (negotiate, communicate, delegate,
+  reschedule, deprioritize) without naming its own is an error of 1. "Spend" and "rest"
+  are ordinary words too ("spend 2 hours", "the rest"), so they confirm but never
+  contradict.
+- **The route**: naming another route of the task and not its own is an error of 1; so
+  is claiming to advance a route when the action names none.
+- **A metric claim**: "improve / raise / reduce / lower / ease / fix ... <metric>" for a
+  metric the action does not change is an error of 1.
+
+``faithfulness`` = 1 - (sum of errors) / (number of statements), in [0, 1]; 1 when the
+reasoning states nothing checkable. Pure, never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Iterable, Mapping
+
+from .actions import LifeStackAction
+from .metrics import METRIC_PATHS
+
+# --- numbers --------------------------------------------------------------------------
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+         "sixteen seventeen eighteen nineteen").split()
+_TENS = {"twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90}
+WORD_NUMBERS: dict[str, float] = {w: float(i) for i, w in enumerate(_ONES)}
+WORD_NUMBERS.update({w: float(v) for w, v in _TENS.items()})
+WORD_NUMBERS.update({"a hundred": 100.0, "one hundred": 100.0, "hundred": 100.0, "a thousand": 1000.0,
+                     "one thousand": 1000.0, "an": 1.0, "a": 1.0, "half an": 0.5, "half a": 0.5})
+for _t, _v in _TENS.items():
+    for _i, _o in enumerate(_ONES[1:10], start=1):
+        WORD_NUMBERS[f"{_t}-{_o}"] = WORD_NUMBERS[f"{_t} {_o}"] = float(_v + _i)
+_WORD_ALT = "|".join(sorted((re.escape(w) for w in WORD_NUMBERS), key=len, reverse=True))
+_DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
+_UNIT = (r"hours?|hrs?|hr|h|minutes?|mins?|dollars?|usd|bucks|\$"
+         r"|(?:units?\s+of\s+|points?\s+of\s+)?energy(?:\s+units?|\s+points?)?")
+# a number (digits, or words: "an" and "a" only before an hour), then its unit; or "$" first
+AMOUNT_RE = re.compile(
+    rf"(?<![\w.])(?P<cur>\$\s*)?(?:(?P<num>{_DIGITS})|(?P<word>{_WORD_ALT}))\s*(?P<k>k\b)?\s*-?\s*(?P<unit>{_UNIT})?(?![a-z])",
+    re.IGNORECASE)
+ENERGY_FIRST_RE = re.compile(rf"(?<![\w.])energy\s+(?P<num>{_DIGITS})(?![\w.]*\s*(?:{_UNIT})\b)", re.IGNORECASE)
+RESOURCE_OF_UNIT = {"h": "time", "hr": "time", "hrs": "time", "hour": "time", "hours": "time", "minute": "time",
+                    "minutes": "time", "min": "time", "mins": "time", "dollar": "money", "dollars": "money",
+                    "usd": "money", "bucks": "money", "$": "money"}
+ABSOLUTE_TOLERANCE = {"time": 0.05, "money": 0.5, "energy": 0.05}  # rounding a model may do
+RELATIVE_TOLERANCE = 0.01
+
+
+def stated_amounts(text: str) -> list[tuple[str, float]]:
+    """``(resource, amount)`` for every resource amount the text states, in order."""
+    out: list[tuple[str, float]] = []
+    for m in AMOUNT_RE.finditer(text):
+        unit = (m.group("unit") or "").lower()
+        word = m.group("word")
+        if m.group("cur"):
+            resource = "money"
+        elif not unit:
+            continue
+        else:
+            resource = "energy" if "energy" in unit else RESOURCE_OF_UNIT.get(unit)
+        if resource is None:
+            continue
+        if word is not None:
+            word = " ".join(word.lower().split())
+            if word in ("a", "an", "half a", "half an") and not unit.startswith("h"):
+                continue  # "a dollar" is fine, but "a energy" / "a $" are not amounts anyone states
+            value = WORD_NUMBERS.get(word)
+            if value is None:
+                continue
+        else:
+            value = float(m.group("num").replace(",", ""))
+        if m.group("k"):
+            value *= 1000.0
+        if unit.startswith("min"):
+            value /= 60.0
+        out.append((resource, value))
+    out += [("energy", float(m.group("num").replace(",", ""))) for m in ENERGY_FIRST_RE.finditer(text)]
+    return out
+
+
+def amount_error(value: float, cost: float, others: Iterable[float], resource: str) -> float:
+    """0 when a stated amount matches the cost or another true quantity (within a rounding
+    tolerance); else its relative distance to the cost, beyond the tolerance, in (0, 1]
+    (an amount that matches nothing is taken to state the cost)."""
+    for t in (cost, *others):
+        t = abs(t)
+        if abs(value - t) <= max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * t):
+            return 0.0
+    cost = abs(cost)
+    gap = abs(value - cost) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * cost)
+    return min(1.0, gap / max(value, cost))
+
+
+# --- action types, routes, metrics ----------------------------------------------------
+TYPE_RE = {
+    "negotiate": re.compile(r"\bnegotiat", re.I), "communicate": re.compile(r"\bcommunicat", re.I),
+    "delegate": re.compile(r"\bdelegat", re.I), "reschedule": re.compile(r"\breschedul", re.I),
+    "deprioritize": re.compile(r"\bde-?prioriti[sz]", re.I), "spend": re.compile(r"\bspen[dt]", re.I),
+    "rest": re.compile(r"\b(?:rest|rests|resting|rested)\b(?!\s+of\b)", re.I),
+}
+AMBIGUOUS_TYPES = frozenset({"spend", "rest"})  # ordinary words as well: they confirm, never contradict
+CLAIM_VERBS = (r"(?:improv\w*|rais(?:e|es|ed|ing)|boost\w*|lift\w*|fix\w*|restor\w*|repair\w*|reduc\w*"
+               r"|lower(?:s|ed|ing)?|cut(?:s|ting)?|eas(?:e|es|ed|ing)|reliev\w*|strengthen\w*|rebuild\w*)")
+
+
+GENERIC_METRIC_WORDS = frozenset("pressure monthly long term health quality level burden overhead free hours per week "
+                                 "energy time".split())  # too common to name one metric alone
+
+
+def _metric_phrases() -> dict[str, tuple[str, ...]]:
+    """Words a reasoning uses to name each metric: its name in words ("sleep quality") and
+    each of its words that names no other metric and is not a common word ("sleep").
+    Energy is left out: the word names the resource an action pays with as well."""
+    names = {p: p.split(".")[1].replace("_", " ") for p in METRIC_PATHS}
+    owners: dict[str, set[str]] = {}
+    for p, name in names.items():
+        for w in name.split():
+            owners.setdefault(w, set()).add(p)
+    out = {}
+    for p, name in names.items():
+        if name in GENERIC_METRIC_WORDS:
+            continue
+        phrases = {name} | {w for w in name.split() if len(owners[w]) == 1 and w not in GENERIC_METRIC_WORDS}
+        out[p] = tuple(sorted(phrases, key=len, reverse=True))
+    return out
+
+
+METRIC_PHRASES = _metric_phrases()
+_METRIC_OF_PHRASE = {ph: p for p, phs in METRIC_PHRASES.items() for ph in phs}
+METRIC_CLAIM_RE = re.compile(
+    rf"\b{CLAIM_VERBS}\s+(?:[a-z']+\s+){{0,3}}?(?P<m>{'|'.join(sorted(map(re.escape, _METRIC_OF_PHRASE), key=len, reverse=True))})\b",
+    re.IGNORECASE)
+
+
+@lru_cache(maxsize=1024)
+def route_patterns(routes: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
+    """One pattern per ``(route id, route name)``: the id as written, with spaces, or the name."""
+    out = []
+    for rid, name in routes:
+        phrases = {rid.lower(), rid.lower().replace("_", " "), name.lower()} - {""}
+        alt = "|".join(sorted((re.escape(p) for p in phrases), key=len, reverse=True))
+        out.append((rid, re.compile(rf"(?<![\w-])(?:{alt})(?![\w-])", re.IGNORECASE)))
+    return tuple(out)
+
+
+def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple[str, str], ...] = (),
+                 truths: Mapping[str, Iterable[float]] | None = None) -> tuple[float, dict[str, float]]:
+    """``(score in [0, 1], details)`` of how true the reasoning is of ``action``.
+
+    ``routes``: the task's ``(route id, name)`` pairs. ``truths``: per resource, the true
+    quantities an amount may state (the cost is always one of them). ``details`` counts
+    the statements and their summed error per kind.
+    """
+    if not reasoning:
+        return 1.0, {}
+    errors: dict[str, float] = {}
+    counts: dict[str, int] = {}
+
+    def note(kind: str, error: float) -> None:
+        counts[kind] = counts.get(kind, 0) + 1
+        errors[kind] = errors.get(kind, 0.0) + error
+
+    cost = action.resource_cost
+    for resource, value in stated_amounts(reasoning):
+        note("amounts", amount_error(value, cost.get(resource, 0.0), (truths or {}).get(resource, ()), resource))
+
+    stated = {t for t, rx in TYPE_RE.items() if rx.search(reasoning)}
+    if stated and action.action_type not in stated:
+        note("action_type", 1.0 if stated - AMBIGUOUS_TYPES else 0.0)
+    elif stated:
+        note("action_type", 0.0)
+
+    if routes:
+        named = {rid for rid, rx in route_patterns(routes) if rx.search(reasoning)}
+        own = action.route if action.route in dict(routes) else None
+        if own is not None and named:
+            note("route", 0.0 if own in named else 1.0)
+        elif own is None and named and re.search(r"\badvanc", reasoning, re.I):
+            note("route", 1.0)  # claims progress on a route the action does not name
+
+    claimed = set()
+    for m in METRIC_CLAIM_RE.finditer(reasoning):
+        path = _METRIC_OF_PHRASE.get(m.group("m").lower())
+        if path is not None and path not in claimed:
+            claimed.add(path)
+            note("metrics", 0.0 if path in action.metric_changes else 1.0)
+
+    n = sum(counts.values())
+    if n == 0:
+        return 1.0, {}
+    score = 1.0 - sum(errors.values()) / n
+    details = {f"{k}.statements": float(v) for k, v in counts.items()}
+    details.update({f"{k}.error": round(v, 4) for k, v in errors.items()})
+    return max(0.0, min(1.0, score)), details
