@@ -122,14 +122,13 @@ def oracle(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     """Best of a broad candidate search by the single decision's task reward (its step
     reward blended with the episode it starts, ``lifestack.value``): the reward's greedy
     maximiser."""
-    from .value import reference_value, score_decision
+    from .value import reference_value
 
     candidates = candidate_actions(env)
     reference = reference_value(env.task, env.state)
-    probe = LifeStackEnv(env.graph)
     best, best_reward = candidates[0], -2.0
     for text in candidates:
-        reward = score_decision(env.task, env.state, text, reference, probe)["reward"]
+        reward = score_on_copy(env, text, reference)
         if reward > best_reward:
             best, best_reward = text, reward
     return best
@@ -165,10 +164,13 @@ def candidate_actions(env: LifeStackEnv) -> list[str]:
     return out
 
 
-def score_on_copy(env: LifeStackEnv, text: str) -> float:
-    probe = LifeStackEnv(env.graph)
-    probe.restore(env.task, env.state)
-    return probe.step(text).reward
+def score_on_copy(env: LifeStackEnv, text: str, reference: tuple[float, int] | None = None) -> float:
+    """The single decision's task reward of ``text`` at the env's state (``lifestack.value``:
+    its step reward blended with the episode it starts), without touching ``env``;
+    ``reference`` is ``reference_value`` of the state when the caller has it."""
+    from .value import score_decision
+
+    return score_decision(env.task, env.state, text, reference, LifeStackEnv(env.graph))["reward"]
 
 
 def random_valid(env: LifeStackEnv, rng: random.Random) -> str:

@@ -17,7 +17,10 @@ starts:
    decision::
 
        value  = Q(s, h) + 2 (k_h + 1) (Q(s, a) - Q(s, h))
-       reward = (1 - VALUE_SHARE) * step_reward + VALUE_SHARE * value      (clipped to [-1, 1])
+       reward = (1 - VALUE_SHARE) * step_reward + VALUE_SHARE * value
+
+   clipped to [-1, 1] with its negative side squashed into (VALID_FLOOR, 0] as the step
+   reward's is, so a schema-valid answer still outscores unparseable text.
 
    ``Q(s, a) - Q(s, h)`` is the decision's advantage over the reference decision on the
    episode's scale, where one decision weighs ``(1 - OUTCOME_SHARE) / (k + 1)`` of the
@@ -40,16 +43,17 @@ from typing import Any, Sequence
 
 from .env import EpisodeState, LifeStackEnv
 from .metrics import RESOURCE_NAMES
+from .reward import clip, soft_floor
 from .scenarios import round_state
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
 # progress made during the episode, and resources kept (credited on success only: doing
 # nothing keeps everything). Weights sum to 1.
-OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.3, "resources": 0.2}
+OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.25, "resources": 0.25}
 RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
 OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
-VALUE_SHARE = 0.8  # of a single decision's reward that is its episode value (the rest: its step reward)
+VALUE_SHARE = 0.9  # of a single decision's reward that is its episode value (the rest: its step reward)
 ADVANTAGE_SCALE = 1.0 / (1.0 - OUTCOME_SHARE)  # 2: with (k_h + 1), one decision's share of an episode, inverted
 
 
@@ -107,10 +111,9 @@ def decision_reward(step_reward: float, value: float, reference_value: float, re
     """A single decision's reward from its step reward and its episode value, given the
     reference decision's episode value and continuation length (module docstring)."""
     per_decision = reference_value + ADVANTAGE_SCALE * (reference_turns + 1) * (value - reference_value)
-    total = (1.0 - VALUE_SHARE) * step_reward + VALUE_SHARE * per_decision
-    if total != total:  # NaN never leaves this module
-        return 0.0
-    return -1.0 if total < -1.0 else 1.0 if total > 1.0 else total
+    # clipped, and its negative side squashed smoothly above the unparseable fallback, as
+    # the step reward is (a schema-valid answer always outscores unparseable text)
+    return soft_floor(clip((1.0 - VALUE_SHARE) * step_reward + VALUE_SHARE * per_decision))
 
 
 def reference_value(task: Task, state: EpisodeState) -> tuple[float, int]:

@@ -39,11 +39,11 @@ def test_same_scenario_and_answers_give_the_same_episode():
 @given(seed=st.integers(0, 10**6), difficulty=st.integers(1, 5), horizon=st.integers(1, 6))
 def test_every_turn_rescored_from_its_own_text_equals_the_episode(seed, difficulty, horizon):
     """The environment's turn carries the metadata of the state the episode continues
-    from: scoring a turn alone (as the reward functions do) gives the episode's reward."""
+    from: scoring a turn alone (as the reward functions do) gives the episode's step reward."""
     ep = played(seed, difficulty, horizon)
     ev = Evaluator()
     for t in ep.turns:
-        assert ev.evaluate(t.prompt, t.completion)["reward"] == pytest.approx(t.reward, abs=1e-12)
+        assert ev.evaluate(t.prompt, t.completion).get("step_reward", FALLBACK_REWARD) == pytest.approx(t.reward, abs=1e-12)
 
 
 def test_environment_turn_metadata_rebuilds_the_live_state():

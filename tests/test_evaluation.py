@@ -10,6 +10,7 @@ from lifestack.evaluation import FALLBACK_REWARD, Evaluator, cache_put, parse_co
 from lifestack.policies import heuristic, random_valid
 from lifestack.prompts import METADATA_CLOSE, METADATA_OPEN, build_prompt
 from lifestack.scenarios import sample_scenario
+from lifestack.value import score_decision
 
 
 def prompt_of(seed: int, difficulty: int = 2) -> tuple[str, object]:
@@ -27,7 +28,11 @@ def test_evaluation_equals_a_fresh_env_step_and_is_cached():
         answer = heuristic(env, rng) if seed % 2 else random_valid(env, rng)
         expected = env.step(answer).reward
         first = ev.evaluate(text, answer)
-        assert first["reward"] == expected and first["action"] is not None
+        assert first["step_reward"] == expected and first["action"] is not None
+        # the decision's reward: its step reward blended with the episode it starts
+        assert first["reward"] == score_decision(sc.task, sc.state, answer)["reward"]
+        assert first["breakdown"]["total"] == first["reward"]
+        assert first["breakdown"]["decision.step_reward"] == expected
         assert ev.evaluate(text, answer) is first  # the six rewards share one evaluation
     assert len(ev.prompts) == 30
 

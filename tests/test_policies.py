@@ -37,7 +37,7 @@ def env_for(sc) -> LifeStackEnv:
 
 
 def test_policy_registry():
-    assert set(HONEST) == {"oracle", "heuristic", "random", "lazy"}
+    assert set(HONEST) == {"oracle", "rollout", "heuristic", "random", "lazy"}
     assert set(HACKS) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_unknown_metrics",
                           "hack_keyword_stuffing"}
     assert POLICIES == {**HONEST, **HACKS}
