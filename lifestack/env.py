@@ -332,7 +332,11 @@ class LifeStackEnv:
         return [a for a in r.required_action_types if a not in done]
 
     # -- the step ------------------------------------------------------------------------
-    def step(self, action: LifeStackAction | str | Mapping[str, Any]) -> Observation:
+    def step(self, action: LifeStackAction | str | Mapping[str, Any], *, faithful_by_construction: bool = False) -> Observation:
+        """One decision. ``faithful_by_construction`` skips checking that the reasoning is
+        true of the action, for callers whose answers are faithful by construction (the
+        reference continuation of ``lifestack.value``, which plays the heuristic: a test
+        holds that checking would score exactly the same)."""
         s = self._require_state()
         task = self.task
         notes: tuple[str, ...] = ()
@@ -405,7 +409,7 @@ class LifeStackEnv:
                                                 other_route_words=index.other_route_words.get(action.route or "", index.all_route_words))
         # ... and is it true of the action? (numbers, type, route, metrics it states)
         faithful = 1.0
-        if r_score > 0.0:
+        if r_score > 0.0 and not faithful_by_construction:
             faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names,
                                        truths=self._truths(res, s))
             r_score *= faithful

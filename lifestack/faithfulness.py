@@ -50,49 +50,76 @@ for _t, _v in _TENS.items():
         WORD_NUMBERS[f"{_t}-{_o}"] = WORD_NUMBERS[f"{_t} {_o}"] = float(_v + _i)
 _WORD_ALT = "|".join(sorted((re.escape(w) for w in WORD_NUMBERS), key=len, reverse=True))
 _DIGITS = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+"
-_UNIT = (r"hours?|hrs?|hr|h|minutes?|mins?|dollars?|usd|bucks|\$"
+_UNIT = (r"hours?|hrs?|hr|h|minutes?|mins?|dollars?|usd|bucks"
          r"|(?:units?\s+of\s+|points?\s+of\s+)?energy(?:\s+units?|\s+points?)?")
-# a number (digits, or words: "an" and "a" only before an hour), then its unit; or "$" first
-AMOUNT_RE = re.compile(
-    rf"(?<![\w.])(?P<cur>\$\s*)?(?:(?P<num>{_DIGITS})|(?P<word>{_WORD_ALT}))\s*(?P<k>k\b)?\s*-?\s*(?P<unit>{_UNIT})?(?![a-z])",
-    re.IGNORECASE)
-ENERGY_FIRST_RE = re.compile(rf"(?<![\w.])energy\s+(?P<num>{_DIGITS})(?![\w.]*\s*(?:{_UNIT})\b)", re.IGNORECASE)
+# Units are rare in a text and numbers are not, so a statement is found from its unit
+# back: a unit (or a "$"), then the number just before it (or just after a "$").
+UNIT_RE = re.compile(rf"(?<![a-z])(?:{_UNIT})(?![a-z])|\$")
+DIGITS_BEFORE_RE = re.compile(rf"(?<![\w.])(?P<num>{_DIGITS})\s*(?P<k>k)?$")
+NUMBER_AFTER_RE = re.compile(rf"\s*(?P<num>{_DIGITS})(?P<k>k\b)?")
 RESOURCE_OF_UNIT = {"h": "time", "hr": "time", "hrs": "time", "hour": "time", "hours": "time", "minute": "time",
                     "minutes": "time", "min": "time", "mins": "time", "dollar": "money", "dollars": "money",
-                    "usd": "money", "bucks": "money", "$": "money"}
+                    "usd": "money", "bucks": "money"}
 ABSOLUTE_TOLERANCE = {"time": 0.05, "money": 0.5, "energy": 0.05}  # rounding a model may do
 RELATIVE_TOLERANCE = 0.01
+_LOOK_BACK = 40  # characters before a unit where its number may start
+
+
+def _number_before(before: str) -> tuple[float | None, bool, int]:
+    """The number that ends ``before`` (digits, or words such as "two", "twenty-five", "an"):
+    ``(value or None, written in words, where it starts in before)``."""
+    tail = before.rstrip(" \t-")
+    m = DIGITS_BEFORE_RE.search(tail)
+    if m is not None:
+        value = float(m.group("num").replace(",", ""))
+        return (value * 1000.0 if m.group("k") else value), False, m.start()
+    words = tail.lower().split()
+    for n in (2, 1):  # "twenty five", "half an", "a hundred"; then "two", "twenty-five"
+        if len(words) >= n:
+            phrase = " ".join(words[-n:])
+            if phrase in WORD_NUMBERS:
+                return WORD_NUMBERS[phrase], True, len(tail) - len(phrase)
+    return None, False, 0
 
 
 def stated_amounts(text: str) -> list[tuple[str, float]]:
     """``(resource, amount)`` for every resource amount the text states, in order."""
+    text = text.lower()
     out: list[tuple[str, float]] = []
-    for m in AMOUNT_RE.finditer(text):
-        unit = (m.group("unit") or "").lower()
-        word = m.group("word")
-        if m.group("cur"):
-            resource = "money"
-        elif not unit:
+    for u in UNIT_RE.finditer(text):
+        unit = u.group().lower()
+        before = text[max(0, u.start() - _LOOK_BACK):u.start()]
+        if unit == "$":  # "$30", "$ 1,200", "$1.2k"; or "30$"
+            m = NUMBER_AFTER_RE.match(text, u.end())
+            if m is not None:
+                value = float(m.group("num").replace(",", ""))
+                out.append(("money", value * 1000.0 if m.group("k") else value))
+            else:
+                value, in_words, _ = _number_before(before)
+                if value is not None and not in_words:
+                    out.append(("money", value))
             continue
+        value, in_words, start = _number_before(before)
+        if value is None:
+            if "energy" in unit:  # "energy 3", as the prompt writes the budget (not "energy 3 hours")
+                m = NUMBER_AFTER_RE.match(text, u.end())
+                if m is not None and not m.group("k") and UNIT_RE.match(text, m.end() + 1) is None \
+                        and UNIT_RE.match(text, m.end()) is None:
+                    out.append(("energy", float(m.group("num").replace(",", ""))))
+            continue
+        if before[:start].rstrip().endswith("$"):
+            continue  # "$30 dollars": the "$" already stated it
+        if in_words and value == 1.0 and not unit.startswith("h") and before.rstrip().lower().endswith(("a", "an")):
+            continue  # "an hour" is an amount; "a dollar" rarely is one a model means
+        if "energy" in unit:
+            resource = "energy"
         else:
-            resource = "energy" if "energy" in unit else RESOURCE_OF_UNIT.get(unit)
-        if resource is None:
-            continue
-        if word is not None:
-            word = " ".join(word.lower().split())
-            if word in ("a", "an", "half a", "half an") and not unit.startswith("h"):
-                continue  # "a dollar" is fine, but "a energy" / "a $" are not amounts anyone states
-            value = WORD_NUMBERS.get(word)
-            if value is None:
+            resource = RESOURCE_OF_UNIT.get(unit.split()[0])
+            if resource is None:
                 continue
-        else:
-            value = float(m.group("num").replace(",", ""))
-        if m.group("k"):
-            value *= 1000.0
-        if unit.startswith("min"):
-            value /= 60.0
+            if unit.startswith("min"):
+                value /= 60.0
         out.append((resource, value))
-    out += [("energy", float(m.group("num").replace(",", ""))) for m in ENERGY_FIRST_RE.finditer(text)]
     return out
 
 
@@ -110,12 +137,9 @@ def amount_error(value: float, cost: float, others: Iterable[float], resource: s
 
 
 # --- action types, routes, metrics ----------------------------------------------------
-TYPE_RE = {
-    "negotiate": re.compile(r"\bnegotiat", re.I), "communicate": re.compile(r"\bcommunicat", re.I),
-    "delegate": re.compile(r"\bdelegat", re.I), "reschedule": re.compile(r"\breschedul", re.I),
-    "deprioritize": re.compile(r"\bde-?prioriti[sz]", re.I), "spend": re.compile(r"\bspen[dt]", re.I),
-    "rest": re.compile(r"\b(?:rest|rests|resting|rested)\b(?!\s+of\b)", re.I),
-}
+TYPE_RE = re.compile(
+    r"\b(?:(?P<negotiate>negotiat)|(?P<communicate>communicat)|(?P<delegate>delegat)|(?P<reschedule>reschedul)"
+    r"|(?P<deprioritize>de-?prioriti[sz])|(?P<spend>spen[dt])|(?P<rest>(?:rest|rests|resting|rested)\b(?!\s+of\b)))")
 AMBIGUOUS_TYPES = frozenset({"spend", "rest"})  # ordinary words as well: they confirm, never contradict
 CLAIM_VERBS = (r"(?:improv\w*|rais(?:e|es|ed|ing)|boost\w*|lift\w*|fix\w*|restor\w*|repair\w*|reduc\w*"
                r"|lower(?:s|ed|ing)?|cut(?:s|ting)?|eas(?:e|es|ed|ing)|reliev\w*|strengthen\w*|rebuild\w*)")
@@ -145,20 +169,22 @@ def _metric_phrases() -> dict[str, tuple[str, ...]]:
 
 METRIC_PHRASES = _metric_phrases()
 _METRIC_OF_PHRASE = {ph: p for p, phs in METRIC_PHRASES.items() for ph in phs}
+CLAIM_VERB_RE = re.compile(rf"\b{CLAIM_VERBS}\b")  # the cheap test before METRIC_CLAIM_RE
 METRIC_CLAIM_RE = re.compile(
-    rf"\b{CLAIM_VERBS}\s+(?:[a-z']+\s+){{0,3}}?(?P<m>{'|'.join(sorted(map(re.escape, _METRIC_OF_PHRASE), key=len, reverse=True))})\b",
-    re.IGNORECASE)
+    rf"\b{CLAIM_VERBS}\s+(?:[a-z']+\s+){{0,3}}?(?P<m>{'|'.join(sorted(map(re.escape, _METRIC_OF_PHRASE), key=len, reverse=True))})\b")
 
 
 @lru_cache(maxsize=1024)
-def route_patterns(routes: tuple[tuple[str, str], ...]) -> tuple[tuple[str, re.Pattern], ...]:
-    """One pattern per ``(route id, route name)``: the id as written, with spaces, or the name."""
-    out = []
-    for rid, name in routes:
-        phrases = {rid.lower(), rid.lower().replace("_", " "), name.lower()} - {""}
-        alt = "|".join(sorted((re.escape(p) for p in phrases), key=len, reverse=True))
-        out.append((rid, re.compile(rf"(?<![\w-])(?:{alt})(?![\w-])", re.IGNORECASE)))
-    return tuple(out)
+def route_pattern(routes: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[str, str]]:
+    """One pattern for every way the task's ``(route id, route name)`` pairs are written (the
+    id as it is, with spaces, or the name), and the route each written form names."""
+    owner: dict[str, str] = {}
+    for rid, name in reversed(routes):  # the first route of a phrase wins
+        for phrase in (rid.lower(), rid.lower().replace("_", " "), name.lower()):
+            if phrase:
+                owner[phrase] = rid
+    alt = "|".join(sorted((re.escape(p) for p in owner), key=len, reverse=True))
+    return re.compile(rf"(?<![\w-])(?:{alt})(?![\w-])"), owner
 
 
 def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple[str, str], ...] = (),
@@ -171,6 +197,7 @@ def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple
     """
     if not reasoning:
         return 1.0, {}
+    reasoning = reasoning.lower()  # every pattern here is lower case
     errors: dict[str, float] = {}
     counts: dict[str, int] = {}
 
@@ -182,22 +209,23 @@ def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple
     for resource, value in stated_amounts(reasoning):
         note("amounts", amount_error(value, cost.get(resource, 0.0), (truths or {}).get(resource, ()), resource))
 
-    stated = {t for t, rx in TYPE_RE.items() if rx.search(reasoning)}
+    stated = {m.lastgroup for m in TYPE_RE.finditer(reasoning)}
     if stated and action.action_type not in stated:
         note("action_type", 1.0 if stated - AMBIGUOUS_TYPES else 0.0)
     elif stated:
         note("action_type", 0.0)
 
     if routes:
-        named = {rid for rid, rx in route_patterns(routes) if rx.search(reasoning)}
+        pattern, owner = route_pattern(routes)
+        named = {owner[m.group().lower()] for m in pattern.finditer(reasoning)}
         own = action.route if action.route in dict(routes) else None
         if own is not None and named:
             note("route", 0.0 if own in named else 1.0)
-        elif own is None and named and re.search(r"\badvanc", reasoning, re.I):
+        elif own is None and named and "advanc" in reasoning:
             note("route", 1.0)  # claims progress on a route the action does not name
 
     claimed = set()
-    for m in METRIC_CLAIM_RE.finditer(reasoning):
+    for m in (METRIC_CLAIM_RE.finditer(reasoning) if CLAIM_VERB_RE.search(reasoning) else ()):
         path = _METRIC_OF_PHRASE.get(m.group("m").lower())
         if path is not None and path not in claimed:
             claimed.add(path)

@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .env import EpisodeState, LifeStackEnv
-from .metrics import RESOURCE_NAMES
+from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .reward import clip, soft_floor
 from .scenarios import round_state
 from .tasks import Task
@@ -92,19 +92,44 @@ def episode_reward(turn_values: Sequence[float], outcome: float | None = None) -
     return mean if outcome is None else (1.0 - OUTCOME_SHARE) * mean + OUTCOME_SHARE * outcome
 
 
+CONTINUATION_CACHE_SIZE = 8192
+_CONTINUATIONS: dict[tuple, tuple[tuple[float, ...], float]] = {}  # post-action state -> (turn rewards, outcome)
+
+
+def _state_key(task: Task, s: EpisodeState) -> tuple:
+    """Everything the continuation reads of a state (answers that differ only in wording
+    leave the same state behind, and share one continuation)."""
+    return (task.id, s.seed, s.step, s.done, s.outcome, tuple(s.metrics[p] for p in METRIC_PATHS),
+            tuple(s.resources[k] for k in RESOURCE_NAMES), tuple(s.budget[k] for k in RESOURCE_NAMES),
+            tuple(sorted(s.world.items())), tuple(sorted(s.hidden.items())),
+            tuple((k, tuple(v)) for k, v in sorted(s.route_progress.items())), tuple(s.closed_routes),
+            tuple(s.milestones), tuple(s.events_fired))
+
+
 def continue_episode(env: LifeStackEnv, start: EpisodeState, first_reward: float) -> tuple[float, int]:
     """The episode value of a decision already stepped in ``env`` (whose state is the
     state after it; ``first_reward`` its step reward): the reference continuation plays
     the task to its end from there, as ``Episode.step`` would (the state rounded after
-    each step). Returns ``(episode value, continuation turns)``. Changes ``env``."""
+    each step). Returns ``(episode value, continuation turns)``. Changes ``env``.
+
+    What the continuation earns depends only on the state it starts from (and the
+    start's milestones and resources, which the outcome compares against), so it is
+    cached per state (bounded, first in first out)."""
+    from .evaluation import cache_put
     from .policies import heuristic  # policies import the env; keep this module's import light
 
     round_state(env.state)
-    rewards = [first_reward]
-    while not env.state.done:
-        rewards.append(env.step(heuristic(env)).reward)
-        round_state(env.state)
-    return episode_reward(rewards, episode_outcome(env.task, start, env.state)["score"]), len(rewards) - 1
+    key = (_state_key(env.task, env.state), tuple(start.milestones), tuple(start.resources[k] for k in RESOURCE_NAMES))
+    hit = _CONTINUATIONS.get(key)
+    if hit is None:
+        rewards = []
+        while not env.state.done:
+            rewards.append(env.step(heuristic(env), faithful_by_construction=True).reward)
+            round_state(env.state)
+        hit = (tuple(rewards), episode_outcome(env.task, start, env.state)["score"])
+        cache_put(_CONTINUATIONS, key, hit, CONTINUATION_CACHE_SIZE)
+    rewards, outcome = hit
+    return episode_reward([first_reward, *rewards], outcome), len(rewards)
 
 
 def decision_reward(step_reward: float, value: float, reference_value: float, reference_turns: int) -> float:
