@@ -76,6 +76,24 @@ def test_main_prints_table_and_returns_zero(capsys, tmp_path):
     assert set(data) == {str(d) for d in DIFFICULTIES}
 
 
+def test_closed_loop_table_orders_the_honest_policies(capsys, tmp_path):
+    from lifestack.calibrate import closed_loop, format_closed_loop
+    from lifestack.policies import HONEST
+
+    loop = closed_loop(n_episodes=2, seed=2000)
+    assert set(loop) == set(DIFFICULTIES)
+    for d, row in loop.items():
+        assert set(row) == set(HONEST)
+        assert row["rollout"]["success"] >= row["heuristic"]["success"] - 0.5  # 2 episodes: one may differ
+        assert row["lazy"]["success"] == 0.0 and row["lazy"]["episode_reward"] < row["heuristic"]["episode_reward"]
+    text = format_closed_loop(loop, 2)
+    assert "rollout" in text.splitlines()[0] and "/2, " in text
+    out_json = tmp_path / "cal.json"
+    assert main(["--states", "1", "--episodes", "1", "--json", str(out_json)]) == 0
+    assert "closed loop" in capsys.readouterr().out
+    assert "closed_loop" in json.loads(out_json.read_text())
+
+
 def test_main_rejects_bad_states(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--states", "0"])

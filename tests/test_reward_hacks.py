@@ -410,6 +410,20 @@ def test_signatures_recognise_the_hack_families():
     assert "keyword_list" in sig("keyword_list")
     assert "unparseable" in sig("garbage")
     assert "zero_cost_claims" in sig("huge_free_claims") and "unpaid_claims" in sig("huge_free_claims")
+    # reasoning that contradicts its action (numbers, type, route, metrics)
+    for name in ("wrong_numbers", "other_route_named", "other_action_type_named"):
+        assert "unfaithful_reasoning" in sig(name), name
+    assert "unfaithful_reasoning" not in sig("spend_everything")  # its numbers are true
+
+
+def test_unfaithful_reasoning_signature_on_every_prompt():
+    for prompt, sc in cases():
+        texts = H.battery(env_at(sc))
+        for name in ("wrong_numbers", "other_route_named", "other_action_type_named"):
+            ev = T.get_lifestack_evaluation(texts[name], prompt)
+            assert "unfaithful_reasoning" in H.signatures(ev["action"], ev["breakdown"]), (sc.seed, name)
+        ev = T.get_lifestack_evaluation(texts["honest"], prompt)
+        assert ev["breakdown"]["reasoning.faithfulness"] == 1.0
 
 
 def test_battery_is_deterministic():
