@@ -12,9 +12,10 @@ What counts as a statement (everything else is free wording and never punished):
   "90 minutes", "an hour"), money ("30 dollars", "$30", "30 USD", "$1.2k") or energy
   ("3 energy", "3 units of energy", "energy 3"). It is true when it matches a quantity
   of this decision: the action's cost, what was left before or after paying, the
-  starting budget, or a number the situation shows (a fare, ...). Otherwise it is
-  taken to state the cost, and its error is its relative distance to the cost beyond a
-  rounding tolerance, capped at 1 (three times the true cost: 0.67).
+  starting budget, or a number the situation shows (a fare, ...). Its error is its
+  relative distance to the cost beyond a rounding tolerance, capped at 1 (three times
+  the true cost: 0.67), faded to 0 as it comes within 10 % of one of the other true
+  quantities (continuous, so a hair's change of a number moves it by a hair).
 - **The action type**: naming another action type (negotiate, communicate, delegate,
   reschedule, deprioritize) without naming its own is an error of 1. "Spend" and "rest"
   are ordinary words too ("spend 2 hours", "the rest"), so they confirm but never
@@ -62,6 +63,7 @@ RESOURCE_OF_UNIT = {"h": "time", "hr": "time", "hrs": "time", "hour": "time", "h
                     "usd": "money", "bucks": "money"}
 ABSOLUTE_TOLERANCE = {"time": 0.05, "money": 0.5, "energy": 0.05}  # rounding a model may do
 RELATIVE_TOLERANCE = 0.01
+NEAR_SHARE = 0.1  # within this share of another true quantity, a stated amount fades to true
 _LOOK_BACK = 40  # characters before a unit where its number may start
 
 
@@ -124,16 +126,21 @@ def stated_amounts(text: str) -> list[tuple[str, float]]:
 
 
 def amount_error(value: float, cost: float, others: Iterable[float], resource: str) -> float:
-    """0 when a stated amount matches the cost or another true quantity (within a rounding
-    tolerance); else its relative distance to the cost, beyond the tolerance, in (0, 1]
-    (an amount that matches nothing is taken to state the cost)."""
-    for t in (cost, *others):
-        t = abs(t)
-        if abs(value - t) <= max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * t):
-            return 0.0
+    """How wrong a stated amount is, in [0, 1]: its relative distance to the cost beyond a
+    rounding tolerance, scaled down to 0 as it comes within NEAR_SHARE of another true
+    quantity (what was left, the budget, a number the situation shows). Continuous in the
+    stated amount and in the cost: a hair's change moves it by a hair."""
     cost = abs(cost)
     gap = abs(value - cost) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * cost)
-    return min(1.0, gap / max(value, cost))
+    error = 0.0 if gap <= 0.0 else min(1.0, gap / max(value, cost))
+    for t in others:
+        if error == 0.0:
+            break
+        t = abs(t)
+        near = (abs(value - t) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * t)) \
+            / max(NEAR_SHARE * t, ABSOLUTE_TOLERANCE[resource])
+        error *= min(1.0, max(0.0, near))
+    return error
 
 
 # --- action types, routes, metrics ----------------------------------------------------

@@ -95,6 +95,14 @@ def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metri
     cost, paid = paid_cost(env, points_each * len(metrics), share)
     each = math.floor(paid / max(len(metrics), 1) * 100) / 100  # what the JSON shows (2 decimals)
     cost = exact_cost(cost, each * len(metrics))
+    res = env.state.resources
+    if any(cost[k] > res[k] for k in cost):
+        # rounding asked for more than is left (a few cents, with almost nothing left): pay
+        # what is left and claim only what that pays for, so the action stays affordable
+        cost = {k: min(v, max(res[k], 0.0)) for k, v in cost.items()}
+        capacity = FREE_EFFECT + POINTS_PER_HOUR * cost["time"] + POINTS_PER_DOLLAR * cost["money"] \
+            + POINTS_PER_ENERGY * cost["energy"]
+        each = math.floor(capacity / max(len(metrics), 1) * 100) / 100
     changes = {p: raw_delta(p, each) for p in metrics}
     target = domain_of(metrics[0]) if metrics else "mental_wellbeing"
     worst = " and ".join(_words(p) for p in metrics) or "my wellbeing"

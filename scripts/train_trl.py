@@ -1442,7 +1442,7 @@ def integrity_watch(cfg: dict[str, Any], stage: int, difficulty: int, previous: 
     closest = min(worst, key=worst.get) if worst else None
     if closest is not None and worst[closest] <= 0:
         flags.append(f"hack {closest} scores at least as high as the honest answer")
-    for name in ("keyword_list", "unpaid_claims", "zero_cost_claims"):
+    for name in ("keyword_list", "unpaid_claims", "zero_cost_claims", "unfaithful_reasoning"):
         if n and rates[name] >= WATCH_RATE:
             flags.append(f"{name.replace('_', ' ')} in {rates[name]:.0%} of the policy's completions")
     before = ((previous or {}).get("integrity") or {}).get("signature_rates", {}).get("unparseable")
