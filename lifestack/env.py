@@ -411,7 +411,7 @@ class LifeStackEnv:
         faithful = 1.0
         if r_score > 0.0 and not faithful_by_construction:
             faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names,
-                                       truths=self._truths(res, s))
+                                       truths=self._truths(res, s), scale=s.budget)
             r_score *= faithful
         outcome = StepOutcome(
             action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
