@@ -191,6 +191,18 @@ def random_valid(env: LifeStackEnv, rng: random.Random) -> str:
                       "Trying something.")
 
 
+def random_honest(env: LifeStackEnv, rng: random.Random) -> str:
+    """A random decision in the right form: what an instruction-tuned model brings before
+    training (the answer format, honest costs, a reasoning true of its action) without
+    what the task needs (which route, which step, which metrics). The route is drawn from
+    the open ones and none, the action type from all seven, one to three metrics from all
+    23, 2-8 points each, paid with 10-40 % of what is left (``planned_action``)."""
+    route = rng.choice([None, *env.open_routes()])
+    action_type = rng.choice(ACTION_TYPES)
+    metrics = rng.sample(METRIC_PATHS, rng.randint(1, 3))
+    return planned_action(env, route, action_type, metrics, rng.uniform(2.0, 8.0), rng.uniform(0.1, 0.4))
+
+
 def mixed(rng: random.Random, garbage_below: float, random_below: float, garbage: str) -> Callable[[LifeStackEnv], str]:
     """A seeded mix of play for tests and benches: per answer one draw ``r`` from ``rng``;
     ``garbage`` (unparseable text) when ``r < garbage_below``, a random valid action when
@@ -240,8 +252,10 @@ def hack_keyword_stuffing(env: LifeStackEnv, rng: random.Random | None = None) -
 
 
 Policy = Callable[[LifeStackEnv, random.Random], str]
-HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic, "random": random_valid,
-                             "lazy": lazy}
+HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic,
+                             "random_honest": random_honest, "random": random_valid, "lazy": lazy}
+# What a warm start may imitate (WARM_START_POLICY): the decisions, or only the form.
+DEMONSTRATORS: dict[str, Policy] = {"heuristic": heuristic, "format": random_honest}
 HACKS: dict[str, Policy] = {
     "hack_free_claims": hack_huge_free_claims,
     "hack_negative_cost": hack_negative_costs,

@@ -47,6 +47,7 @@ from lifestack.prompts import (  # noqa: E402  (several names re-exported: the s
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.rollout import make_rollout_func  # noqa: E402
 from lifestack.onpolicy import advance_by_policy  # noqa: E402
+from lifestack.policies import DEMONSTRATORS  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenario  # noqa: E402
 
 _NAMES_BEFORE_CONSTANTS = set(globals())
@@ -64,6 +65,7 @@ N_STAGES = 5  # curriculum stages; difficulty starts at START_DIFFICULTY and may
 START_DIFFICULTY = 1
 N_PROMPTS_PER_STAGE = 100
 ADVANCE_THRESHOLD = 0.6  # held-out mean task reward above which difficulty rises
+RETREAT_THRESHOLD = 0.3  # ... below which, two stages running at one difficulty, it falls back one (-1.0: never)
 N_EVAL_PROMPTS = 20  # held-out prompts per stage evaluation
 LEARNING_RATES = [5e-6, 5e-6, 4e-6, 3e-6, 2e-6]  # one per stage (the last repeats if fewer)
 NUM_GENERATIONS = 4  # completions per prompt (the GRPO group)
@@ -95,7 +97,8 @@ VLLM_GPU_MEMORY_UTILIZATION = 0.3  # colocate mode: share of each GPU's memory v
 VLLM_SERVER_HOST = "127.0.0.1"  # server mode: where `trl vllm-serve` listens
 VLLM_SERVER_PORT = 8000
 REPORT_TO = "auto"  # auto (tensorboard when installed) | none | tensorboard | wandb
-WARM_START_SFT_STEPS = 0  # supervised steps on heuristic demonstrations before GRPO
+WARM_START_SFT_STEPS = 0  # supervised steps on demonstrations before GRPO
+WARM_START_POLICY = "format"  # format: random decisions in the right form (GRPO must find the decisions) | heuristic
 WARM_START_LR = 1e-5
 FEEDBACK_DB = ""  # outcome-feedback SQLite file; "" = lifestack.feedback.default_db_path()
 FEEDBACK_ON_ERROR = "raise"  # raise | zero: what an unreadable feedback database does
@@ -114,8 +117,8 @@ CPU_PROFILE = {
     "LEARNING_RATES": [2e-4],
     "N_EVAL_EPISODES": 50,
     "SAVE_STEPS": 2,
-    "WARM_START_SFT_STEPS": 1000,  # heuristic demonstrations: without them no completion parses; after 300
-    # steps 30-40 % still failed to parse and GRPO's signal was mostly format (docs/learning.md)
+    "WARM_START_SFT_STEPS": 1000,  # demonstrations (WARM_START_POLICY): without them no completion parses; after
+    # 300 steps 30-40 % still failed to parse and GRPO's signal was mostly format (docs/learning.md)
     "WARM_START_LR": 2e-3,
     "ON_POLICY_STATES": 0.5,  # half the prompts at states the model's own play reached: on seeds 10-12 closed-loop
     # play improved +0.218 with it, +0.146 without; decisions +0.101 and +0.085 (docs/learning.md)
@@ -228,6 +231,8 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["N_PROMPTS_PER_STAGE"] >= 1, "N_PROMPTS_PER_STAGE", "must be at least 1")
     need(finite(cfg["ADVANCE_THRESHOLD"]) and -1.0 < cfg["ADVANCE_THRESHOLD"] < 1.0, "ADVANCE_THRESHOLD",
          "must be in (-1, 1): the task reward's range")
+    need(finite(cfg["RETREAT_THRESHOLD"]) and -1.0 <= cfg["RETREAT_THRESHOLD"] < cfg["ADVANCE_THRESHOLD"],
+         "RETREAT_THRESHOLD", "must be finite, at least -1.0 (never retreat) and below ADVANCE_THRESHOLD")
     need(cfg["N_EVAL_PROMPTS"] >= 1, "N_EVAL_PROMPTS", "must be at least 1")
     lrs = cfg["LEARNING_RATES"]
     need(len(lrs) >= 1 and all(finite(x) and 0 < x < 1 for x in lrs), "LEARNING_RATES", "must be a non-empty list of rates in (0, 1)")
@@ -253,6 +258,7 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(1 <= cfg["VLLM_SERVER_PORT"] <= 65535, "VLLM_SERVER_PORT", "must be a TCP port")
     need(cfg["REPORT_TO"] in ("auto", "none", "tensorboard", "wandb"), "REPORT_TO", "must be auto, none, tensorboard or wandb")
     need(cfg["WARM_START_SFT_STEPS"] >= 0, "WARM_START_SFT_STEPS", "must be >= 0")
+    need(cfg["WARM_START_POLICY"] in DEMONSTRATORS, "WARM_START_POLICY", f"must be one of {', '.join(DEMONSTRATORS)}")
     need(finite(cfg["WARM_START_LR"]) and 0 < cfg["WARM_START_LR"] < 1, "WARM_START_LR", "must be in (0, 1)")
     need(cfg["FEEDBACK_ON_ERROR"] in ("raise", "zero"), "FEEDBACK_ON_ERROR", "must be raise or zero")
     need(cfg["OUTPUT_DIR"].strip() != "" and cfg["LOG_DIR"].strip() != "", "OUTPUT_DIR", "OUTPUT_DIR and LOG_DIR must be set")
@@ -1052,12 +1058,15 @@ def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_ne
 
 
 def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
-    """A short supervised pass on heuristic demonstrations so a tiny model emits JSON.
+    """A short supervised pass on demonstrations so a tiny model emits JSON.
 
-    WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR. Loss is
-    on the completion tokens only. In episode mode the demonstrations are the heuristic's
-    turns of played episodes, each after its conversation so far (so the model has seen
-    environment turns). ``first_demo`` skips that many demonstration scenarios (the
+    WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR, written
+    by ``lifestack.policies.DEMONSTRATORS[WARM_START_POLICY]``: ``format`` (random
+    decisions in the right form, honest costs: the format an instruction model brings,
+    so every decision gain is GRPO's) or ``heuristic`` (the near-optimal decisions
+    themselves). Loss is on the completion tokens only. In episode mode the
+    demonstrations are the demonstrator's turns of played episodes, each after its
+    conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
     learning check's imitation control continues on scenarios the warm start never saw).
     Returns the loss per step.
     """
@@ -1065,22 +1074,22 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
 
     import torch
 
-    from lifestack.policies import heuristic
-
     steps = cfg["WARM_START_SFT_STEPS"]
     if steps <= 0:
         return []
+    demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
     rng = random.Random(cfg["SEED"] + 777)
     env = LifeStackEnv()
     pairs = []
     for i in range(first_demo, first_demo + max(64, steps * batch_size // 4)):
         sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
+        demo_rng = random.Random(cfg["SEED"] + 6_000_000 + i)  # Random(seed + index), as every generated item
         if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
-            ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: heuristic(e.env))
+            ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: demonstrator(e.env, demo_rng))
             pairs += [(ep.messages[:2 + 2 * k], t.completion) for k, t in enumerate(ep.turns)]
             continue
         env.restore(sc.task, sc.state)
-        pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), heuristic(env)))
+        pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), demonstrator(env, demo_rng)))
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
     model.train()
@@ -1224,8 +1233,9 @@ def write_json_atomic(path: Path, data: Any) -> None:
 # extends a finished run), nor are paths, logging, evaluation episodes or vLLM.
 RUN_SETTING_KEYS = (
     "MODEL_NAME", "_PROFILE", "USE_LORA", "LORA_RANK", "LORA_ALPHA", "LOAD_IN_4BIT", "SEED", "START_DIFFICULTY",
-    "N_PROMPTS_PER_STAGE", "ADVANCE_THRESHOLD", "N_EVAL_PROMPTS", "LEARNING_RATES", "NUM_GENERATIONS",
+    "N_PROMPTS_PER_STAGE", "ADVANCE_THRESHOLD", "RETREAT_THRESHOLD", "N_EVAL_PROMPTS", "LEARNING_RATES", "NUM_GENERATIONS",
     "MAX_COMPLETION_LENGTH", "TEMPERATURE", "BETA", "REWARD_WEIGHTS", "WARM_START_SFT_STEPS", "WARM_START_LR",
+    "WARM_START_POLICY",
 )
 
 
@@ -1524,6 +1534,35 @@ def save_final(model, tokenizer, out: Path) -> list[str]:
     return names
 
 
+def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, cfg: dict[str, Any]) -> tuple[str, int, str]:
+    """The curriculum's decision after a stage: ``(move, next difficulty, reason)``, move one
+    of ``advance``, ``retreat``, ``stay``.
+
+    Advance when the held-out mean task reward is above ADVANCE_THRESHOLD (below 5).
+    Retreat one difficulty (above 1) when it is below RETREAT_THRESHOLD for the second
+    stage running at this difficulty: the first stage after a rise often dips. Likewise
+    the first stage after a retreat never advances. That, and the band between the two
+    thresholds, is the hysteresis that keeps the difficulty from oscillating.
+    ``stages``: the decisions of the stages before this one, in order.
+    """
+    high, low = cfg["ADVANCE_THRESHOLD"], cfg["RETREAT_THRESHOLD"]
+    before = stages[-1] if stages else None
+    if mean > high:
+        if before is not None and before.get("move") == "retreat":
+            return "stay", difficulty, f"{mean:+.3f} > {high:g}, first stage since the retreat"
+        if difficulty < 5:
+            return "advance", difficulty + 1, f"{mean:+.3f} > {high:g}"
+        return "stay", difficulty, f"{mean:+.3f} > {high:g} at the top difficulty"
+    if mean < low:
+        again = before is not None and before.get("difficulty") == difficulty and before.get("mean_task_reward", 1.0) < low
+        if again and difficulty > 1:
+            return "retreat", difficulty - 1, f"{mean:+.3f} < {low:g} for two stages at difficulty {difficulty}"
+        if difficulty > 1:
+            return "stay", difficulty, f"{mean:+.3f} < {low:g}, first stage below it here"
+        return "stay", difficulty, f"{mean:+.3f} < {low:g} at the lowest difficulty"
+    return "stay", difficulty, f"{low:g} <= {mean:+.3f} <= {high:g}"
+
+
 def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty.
 
@@ -1582,12 +1621,13 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
             prompts = held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, cfg["SEED"] + 9_000_000 + 1000 * stage)
             result = evaluate_policy(_unwrap(model), tokenizer, prompts, cfg)
             mean = result["mean_task_reward"]
-            advance = mean > cfg["ADVANCE_THRESHOLD"] and difficulty < 5
+            move, next_difficulty, reason = curriculum_step(state["stages"], difficulty, mean, cfg)
             decision = {
                 "stage": stage, "difficulty": difficulty, "mean_task_reward": round(mean, 4),
                 "reward_means": {k: round(v, 4) for k, v in result["reward_means"].items()},
-                "valid_json_rate": round(result["valid_json_rate"], 4), "advance": advance,
-                "next_difficulty": difficulty + 1 if advance else difficulty, "train_seconds": round(train_seconds, 2),
+                "valid_json_rate": round(result["valid_json_rate"], 4), "advance": move == "advance",
+                "move": move, "reason": reason,
+                "next_difficulty": next_difficulty, "train_seconds": round(train_seconds, 2),
                 "reward_seconds": round(reward_seconds, 3),
                 "frac_reward_zero_std": _mean([h.get("frac_reward_zero_std") for h in history]),
                 "steps": trainer.state.global_step,
@@ -1608,7 +1648,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
             log(f"[stage {stage}] difficulty {difficulty} | held-out task reward {decision['mean_task_reward']:+.3f} "
                 f"(threshold {cfg['ADVANCE_THRESHOLD']}) | valid JSON {decision['valid_json_rate']:.0%} | {means} | "
                 f"reward code {reward_seconds / max(train_seconds, 1e-9):.1%} of {train_seconds:.1f}s | "
-                f"{'ADVANCE to ' + str(difficulty + 1) if decision['advance'] else 'stay at ' + str(difficulty)}")
+                f"{decision['move'].upper()} to {decision['next_difficulty']} ({decision['reason']})")
             log(diversity_line(stage, decision["diversity"]))
             if "integrity" in decision:
                 log(integrity_line(stage, decision["integrity"]))
@@ -1811,9 +1851,11 @@ def curriculum_note(stages: list[dict], threshold: float, cpu: bool) -> str | No
     return note
 
 
-def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD, cpu: bool = False) -> bool:
+def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADVANCE_THRESHOLD, cpu: bool = False,
+                    retreat: float | None = None) -> bool:
     """Per stage: the held-out mean task reward that decides the curriculum, with
-    ADVANCE_THRESHOLD, and the difficulty trained (right axis)."""
+    ADVANCE_THRESHOLD (and RETREAT_THRESHOLD when given), the difficulty trained (right
+    axis), and each stage's move (up / down triangles)."""
     if not stages:
         return False
     import matplotlib
@@ -1825,6 +1867,13 @@ def plot_curriculum(stages: list[dict], path: str | Path, threshold: float = ADV
     xs = [d["stage"] for d in stages]
     ax.plot(xs, [d["mean_task_reward"] for d in stages], "o-", color="tab:blue", label="held-out mean task reward")
     ax.axhline(threshold, ls="--", lw=1, color="tab:red", label=f"ADVANCE_THRESHOLD {threshold:g}")
+    if retreat is not None and retreat > -1.0:
+        ax.axhline(retreat, ls=":", lw=1, color="tab:orange", label=f"RETREAT_THRESHOLD {retreat:g}")
+    for marker, move, color in (("^", "advance", "tab:green"), ("v", "retreat", "tab:orange")):
+        moved = [d for d in stages if d.get("move", "advance" if d.get("advance") else "stay") == move]
+        if moved:
+            ax.plot([d["stage"] for d in moved], [d["mean_task_reward"] for d in moved], marker, ms=9, color=color,
+                    ls="none", label=move)
     ax.set_xlabel("curriculum stage")
     ax.set_ylabel("held-out mean task reward")
     ax.set_ylim(-1.05, 1.05)
@@ -1914,7 +1963,8 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any]) -> dict[str, Any]:
     curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
     state_path = Path(cfg["OUTPUT_DIR"]) / "curriculum_state.json"
     stages = json.loads(state_path.read_text(encoding="utf-8")).get("stages", []) if state_path.exists() else []
-    curriculum = plot_curriculum(stages, cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu)
+    curriculum = plot_curriculum(stages, cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
+                                 retreat=cfg["RETREAT_THRESHOLD"])
     summary = {
         "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,
         "trained_valid_json": sum(r["valid_json_rate"] for r in trained) / n,

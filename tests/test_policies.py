@@ -37,7 +37,7 @@ def env_for(sc) -> LifeStackEnv:
 
 
 def test_policy_registry():
-    assert set(HONEST) == {"oracle", "rollout", "heuristic", "random", "lazy"}
+    assert set(HONEST) == {"oracle", "rollout", "heuristic", "random_honest", "random", "lazy"}
     assert set(HACKS) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_unknown_metrics",
                           "hack_keyword_stuffing"}
     assert POLICIES == {**HONEST, **HACKS}
@@ -158,3 +158,27 @@ def test_honest_answers_claim_exactly_what_they_pay_for(seed):
     assert claimed <= capacity + 1e-9 and capacity - claimed < 0.001  # to the cent
     obs = env.step(action)
     assert obs.metadata["breakdown"]["plausibility"] == 1.0 and "penalty.implausible" not in obs.metadata["breakdown"]
+
+
+def test_random_honest_is_the_form_without_the_decisions():
+    """The format warm start's demonstrator: always valid, honestly paid and truthfully
+    explained; the decision itself (route, step, metrics) is random."""
+    from lifestack.diversity import answer_key
+    from lifestack.policies import DEMONSTRATORS, random_honest
+
+    assert DEMONSTRATORS == {"heuristic": heuristic, "format": random_honest}
+    same, keys = 0, set()
+    for i, sc in enumerate(SCENARIOS * 3):
+        env = env_for(sc)
+        text = random_honest(env, random.Random(i))
+        assert text == random_honest(env_for(sc), random.Random(i))  # seeded
+        action, reason = parse_action(text)
+        assert action is not None, reason
+        obs = env.step(text)
+        b = obs.metadata["breakdown"]
+        assert b["plausibility"] == 1.0 and "penalty.unaffordable" not in b
+        assert b["reasoning.faithfulness"] == 1.0
+        h, _ = parse_action(heuristic(env_for(sc)))
+        same += answer_key(action) == answer_key(h)
+        keys.add(answer_key(action))
+    assert same < len(SCENARIOS * 3) / 2 and len(keys) > 10

@@ -1192,7 +1192,8 @@ def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
                "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
                "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
                "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
-               "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8}
+               "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8,
+               "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "heuristic"}
     assert set(changes) >= set(T.RUN_SETTING_KEYS)
     for key, value in changes.items():
         assert T.config_fingerprint(T.run_settings({**cfg, key: value})) != base, key
@@ -1465,3 +1466,70 @@ def test_every_constant_is_documented_and_the_count_is_right():
     rows = set(re.findall(r"^\| `([A-Z_0-9]+)` \|", doc, re.M))
     assert rows == set(T.CONFIG_KEYS)
     assert f"All {len(T.CONFIG_KEYS)} constants can be overridden." in doc
+
+
+# --- the curriculum can step down (issue #26) -------------------------------------------
+def _cfg(**kw):
+    cfg = T.default_config()
+    cfg.update(kw)
+    return cfg
+
+
+@pytest.mark.parametrize("stages, difficulty, mean, expected", [
+    ([], 1, 0.7, ("advance", 2)),
+    ([], 5, 0.9, ("stay", 5)),  # the top
+    ([], 3, 0.45, ("stay", 3)),  # inside the band
+    ([], 3, 0.1, ("stay", 3)),  # first stage below: no retreat yet
+    ([{"difficulty": 3, "mean_task_reward": 0.2}], 3, 0.1, ("retreat", 2)),  # second stage running
+    ([{"difficulty": 2, "mean_task_reward": 0.7}], 3, 0.1, ("stay", 3)),  # just rose: the dip is forgiven
+    ([{"difficulty": 3, "mean_task_reward": 0.4}], 3, 0.1, ("stay", 3)),  # the last one was in the band
+    ([{"difficulty": 1, "mean_task_reward": 0.0}], 1, -0.2, ("stay", 1)),  # the bottom
+    ([{"difficulty": 3, "mean_task_reward": 0.1, "move": "retreat"}], 2, 0.9, ("stay", 2)),  # just fell back
+    ([{"difficulty": 2, "mean_task_reward": 0.9, "move": "stay"}], 2, 0.9, ("advance", 3)),
+])
+def test_curriculum_step(stages, difficulty, mean, expected):
+    move, nxt, reason = T.curriculum_step(stages, difficulty, mean, _cfg())
+    assert (move, nxt) == expected and reason
+
+
+def test_curriculum_never_retreats_when_the_threshold_is_off():
+    cfg = _cfg(RETREAT_THRESHOLD=-1.0)
+    assert T.curriculum_step([{"difficulty": 4, "mean_task_reward": -0.9}], 4, -0.95, cfg)[:2] == ("stay", 4)
+
+
+def test_curriculum_does_not_oscillate_on_a_noisy_reward():
+    """A reward that hovers around the thresholds, replayed through the rule: no stage
+    retreats right after an advance, and difficulty never flips back and forth."""
+    import random
+
+    rng = random.Random(3)
+    cfg, stages, d = _cfg(), [], 2
+    for stage in range(1, 41):
+        mean = rng.uniform(0.1, 0.75)
+        move, nxt, _ = T.curriculum_step(stages, d, mean, cfg)
+        if stages and stages[-1]["move"] == "advance":
+            assert move != "retreat"
+        if stages and stages[-1]["move"] == "retreat":
+            assert move != "advance"
+        stages.append({"stage": stage, "difficulty": d, "mean_task_reward": mean, "move": move, "advance": move == "advance"})
+        d = nxt
+    moves = [s["move"] for s in stages]
+    flips = sum(1 for a, b in zip(moves, moves[1:]) if {a, b} == {"advance", "retreat"})
+    assert flips == 0
+
+
+def test_retreat_threshold_is_validated():
+    with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
+        T.validate_config(_cfg(RETREAT_THRESHOLD=0.7))
+    with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
+        T.validate_config(_cfg(RETREAT_THRESHOLD=float("nan")))
+    T.validate_config(_cfg(RETREAT_THRESHOLD=-1.0))
+
+
+def test_curriculum_plot_marks_moves_and_the_retreat_line(tmp_path):
+    stages = [{"stage": 1, "difficulty": 1, "mean_task_reward": 0.7, "move": "advance", "advance": True},
+              {"stage": 2, "difficulty": 2, "mean_task_reward": 0.1, "move": "stay", "advance": False},
+              {"stage": 3, "difficulty": 2, "mean_task_reward": 0.1, "move": "retreat", "advance": False}]
+    path = tmp_path / "c.png"
+    assert T.plot_curriculum(stages, path, 0.6, retreat=0.3)
+    assert path.stat().st_size > 1000
