@@ -73,6 +73,9 @@ def context_from_metadata(meta: dict, generator: TaskGenerator | None = None) ->
     # the situation the feedback reward judges an action in (computed once per prompt)
     meta["_situation"] = (str(meta.get("conflict_id")), task.domain, pressured_domain(state.metrics),
                           int(meta.get("difficulty") or 0))
+    # the reference decision's episode value, which every answer's value is measured
+    # against (lifestack.value; once per prompt, like the rebuilt state)
+    meta["_reference"] = reference_value(task, state)
     return task, state, meta
 
 
@@ -117,9 +120,7 @@ class Evaluator:
             if action is None:
                 result = fallback(reason or "unparseable completion")
             else:
-                reference = meta.get("_reference")
-                if reference is None:  # the reference decision's episode value: once per prompt
-                    reference = meta["_reference"] = reference_value(task, state)
+                reference = meta["_reference"]
                 scored = score_decision(task, state, action, reference, self._env)
                 obs = scored["observation"]
                 step = obs.reward if math.isfinite(obs.reward) else FALLBACK_REWARD

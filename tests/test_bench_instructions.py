@@ -38,8 +38,11 @@ def test_missing_valgrind_is_a_clear_error(monkeypatch, capsys):
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
 def test_counts_instructions_per_evaluation(tmp_path, capsys):
     out = tmp_path / "instr.json"
-    assert bench_instructions.main(["--pairs", "30", "--json", str(out)]) == 0
+    assert bench_instructions.main(["--pairs", "60", "--json", str(out)]) == 0
     figures = json.loads(out.read_text())
-    # one evaluation is hundreds of thousands of instructions: far from 0, far from seconds
-    assert 50_000 < figures["instructions_per_evaluation"] < 5_000_000, figures
+    # one evaluation steps the answer and plays the episode it starts to the task's end
+    # (lifestack.value): about 2.5 million instructions at steady state (300 pairs), more
+    # with few pairs, which carry one-off costs (the feedback store opening for the first
+    # logged line). Far from 0, far from seconds.
+    assert 200_000 < figures["instructions_per_evaluation"] < 8_000_000, figures
     assert "instructions per evaluation" in capsys.readouterr().out
