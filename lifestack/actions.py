@@ -45,6 +45,10 @@ MAX_REST_RECOVERY = 20.0  # rest may recover at most this much energy (negative 
 MAX_REASONING_CHARS = 2000
 MAX_TEXT_CHARS = 20_000  # the parser reads this prefix of a completion; every '{' in it is a candidate
 MAX_NOTES_PER_KIND = 4  # beyond this many extra keys / unknown metrics, one summary note
+# The failed candidates of one scan may read at most this many times the text in all: an
+# answer of '{"a":' repeated re-reads the rest of the text from every '{' (the square of
+# its length); no honest answer comes near the bound.
+MAX_SCAN_FACTOR = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,18 +139,23 @@ def _scan(text: str) -> tuple[Any, str | None, int, Any]:
     start = text.find("{")
     first_other: Any = None
     last_error = "no JSON object found"
+    budget = MAX_SCAN_FACTOR * max(len(text), 1000)  # characters the failed candidates may read in all
     while start != -1:
         try:
             obj, end = decoder.raw_decode(text, start)
         except RecursionError:
             last_error = "JSON nested too deeply"
+            budget -= len(text) - start
         except ValueError as exc:
             last_error = f"invalid JSON: {getattr(exc, 'msg', str(exc))}"
+            budget -= max(getattr(exc, "pos", len(text)) - start, 1)
         else:
             if "action_type" in obj:  # raw_decode at a '{' only ever returns an object
                 return obj, None, end, first_other
             if first_other is None:
                 first_other = obj
+        if budget <= 0:  # only nesting built to be re-read from every '{' gets here
+            return None, "JSON scan stopped: too many nested candidates", 0, first_other
         start = text.find("{", start + 1)
     return None, last_error, 0, first_other
 

@@ -411,7 +411,8 @@ class LifeStackEnv:
         faithful = 1.0
         if r_score > 0.0 and not faithful_by_construction:
             faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names,
-                                       truths=self._truths(res, s), scale=s.budget)
+                                       truths={k: (res[k], s.resources[k], s.budget[k]) for k in RESOURCE_NAMES},
+                                       scale=s.budget, facts=self._facts(s))
             r_score *= faithful
         outcome = StepOutcome(
             action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
@@ -431,12 +432,14 @@ class LifeStackEnv:
         breakdown["reasoning.faithfulness"] = faithful
         return self._observation(result.total, breakdown, info, fired)
 
-    @staticmethod
-    def _truths(before: Mapping[str, float], s: EpisodeState) -> dict[str, tuple[float, ...]]:
-        """Quantities besides the cost that a reasoning may truly state: the resources left
-        before and after paying, the starting budget, and the numbers the situation shows."""
-        shown = tuple(float(v) for v in s.world.values() if isinstance(v, (int, float)) and not isinstance(v, bool))
-        return {k: (before[k], s.resources[k], s.budget[k], *shown) for k in RESOURCE_NAMES}
+    def _facts(self, s: EpisodeState) -> tuple[float, ...]:
+        """The numbers the prompt's FACTS line shows (a fare, ...): true for a reasoning to state."""
+        out = []
+        for k in self.task.visible_world:
+            v = s.world.get(k, self.task.visible_world[k])
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out.append(float(v))
+        return tuple(out)
 
     @staticmethod
     def _pay(s: EpisodeState, cost: Mapping[str, float]) -> tuple[float, float]:

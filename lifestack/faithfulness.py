@@ -12,11 +12,11 @@ What counts as a statement (everything else is free wording and never punished):
   "90 minutes", "an hour"), money ("30 dollars", "$30", "30 USD", "$1.2k") or energy
   ("3 energy", "3 units of energy", "energy 3"). It is true when it matches a quantity
   of this decision: the action's cost, what was left before or after paying, the
-  starting budget, or a number the situation shows (a fare, ...). Its error is its
-  relative distance to the cost beyond a rounding tolerance, capped at 1 (three times
-  the true cost: 0.67), faded to 0 as it comes within 10 % (of the starting budget, or
-  of the quantity when larger) of one of the other true quantities (continuous, so a
-  hair's change of a number moves it by a hair).
+  starting budget, or a number the prompt's FACTS line shows (a fare, ...). Its error
+  is its relative distance to the cost beyond a rounding tolerance, capped at 1 (three
+  times the true cost: 0.67), faded to 0 as it comes near one of the other true
+  quantities (``amount_error``; continuous, so a hair's change of a number moves it by
+  a hair).
 - **The action type**: naming another action type (negotiate, communicate, delegate,
   reschedule, deprioritize) without naming its own is an error of 1. "Spend" and "rest"
   are ordinary words too ("spend 2 hours", "the rest"), so they confirm but never
@@ -126,24 +126,34 @@ def stated_amounts(text: str) -> list[tuple[str, float]]:
     return out
 
 
-def amount_error(value: float, cost: float, others: Iterable[float], resource: str, scale: float = 0.0) -> float:
+def _near(value: float, t: float, width: float, resource: str) -> float:
+    """0 at ``t`` (within the rounding tolerance), rising to 1 ``width`` further away."""
+    t = abs(t)
+    gap = abs(value - t) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * t)
+    return min(1.0, max(0.0, gap / max(width, ABSOLUTE_TOLERANCE[resource])))
+
+
+def amount_error(value: float, cost: float, others: Iterable[float], resource: str, scale: float = 0.0,
+                 facts: Iterable[float] = ()) -> float:
     """How wrong a stated amount is, in [0, 1]: its relative distance to the cost beyond a
-    rounding tolerance, scaled down to 0 as it comes within NEAR_SHARE of another true
-    quantity (what was left, the budget, a number the situation shows). Near means within
-    NEAR_SHARE of the larger of that quantity and ``scale`` (the resource's starting
-    budget): a width that does not shrink with what is left, so the error is continuous
-    in the stated amount and in the cost, and a hair's change moves it by a hair."""
+    rounding tolerance, scaled down to 0 as it comes near another true quantity: one of
+    ``others`` (what was left before or after paying, the starting budget), near meaning
+    within NEAR_SHARE of the larger of that quantity and ``scale`` (the starting budget: a
+    width that does not shrink as what is left shrinks with the cost), or one of
+    ``facts`` (numbers the situation shows, such as a fare), within NEAR_SHARE of the
+    fact itself. Continuous in the stated amount and in the cost: a hair's change moves
+    it by a hair."""
     cost = abs(cost)
     gap = abs(value - cost) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * cost)
     error = 0.0 if gap <= 0.0 else min(1.0, gap / max(value, cost))
+    if error == 0.0:
+        return 0.0
+    factor = 1.0
     for t in others:
-        if error == 0.0:
-            break
-        t = abs(t)
-        near = (abs(value - t) - max(ABSOLUTE_TOLERANCE[resource], RELATIVE_TOLERANCE * t)) \
-            / max(NEAR_SHARE * max(t, scale), ABSOLUTE_TOLERANCE[resource])
-        error *= min(1.0, max(0.0, near))
-    return error
+        factor = min(factor, _near(value, t, NEAR_SHARE * max(abs(t), scale), resource))
+    for t in facts:
+        factor = min(factor, _near(value, t, NEAR_SHARE * abs(t), resource))
+    return error * factor
 
 
 # --- action types, routes, metrics ----------------------------------------------------
@@ -199,12 +209,13 @@ def route_pattern(routes: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict
 
 def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple[str, str], ...] = (),
                  truths: Mapping[str, Iterable[float]] | None = None,
-                 scale: Mapping[str, float] | None = None) -> tuple[float, dict[str, float]]:
+                 scale: Mapping[str, float] | None = None, facts: Iterable[float] = ()) -> tuple[float, dict[str, float]]:
     """``(score in [0, 1], details)`` of how true the reasoning is of ``action``.
 
     ``routes``: the task's ``(route id, name)`` pairs. ``truths``: per resource, the true
     quantities an amount may state (the cost is always one of them); ``scale``: per
-    resource, the starting budget (how near "near" is, ``amount_error``). ``details`` counts
+    resource, the starting budget (how near "near" is, ``amount_error``); ``facts``: the
+    numbers the situation shows (any resource may state them). ``details`` counts
     the statements and their summed error per kind.
     """
     if not reasoning:
@@ -220,7 +231,7 @@ def faithfulness(reasoning: str, action: LifeStackAction, *, routes: tuple[tuple
     cost = action.resource_cost
     for resource, value in stated_amounts(reasoning):
         note("amounts", amount_error(value, cost.get(resource, 0.0), (truths or {}).get(resource, ()), resource,
-                                     (scale or {}).get(resource, 0.0)))
+                                     (scale or {}).get(resource, 0.0), facts))
 
     stated = {m.lastgroup for m in TYPE_RE.finditer(reasoning)}
     if stated and action.action_type not in stated:

@@ -164,19 +164,46 @@ def prompt_text(prompt: Any) -> str:
     return ""
 
 
+def metadata_spans(text: str):
+    """``(start, end, body start, body end)`` of each complete ``<SYSTEM_METADATA>...</SYSTEM_METADATA>``
+    block, leftmost first, as ``METADATA_RE`` would match them, found in one linear pass
+    (the lazy regex rescans to the end from every unclosed opening tag: a text of many
+    opening tags took time in the square of its length)."""
+    i, n_open, n_close = 0, len(METADATA_OPEN), len(METADATA_CLOSE)
+    while True:
+        a = text.find(METADATA_OPEN, i)
+        if a < 0:
+            return
+        b = text.find(METADATA_CLOSE, a + n_open)
+        if b < 0:  # no later opening tag can have a closing tag either
+            return
+        yield a, b + n_close, a + n_open, b
+        i = b + n_close
+
+
 def strip_metadata(text: str) -> str:
-    """Remove any <SYSTEM_METADATA> block a completion carries: only the prompt's counts."""
-    return METADATA_RE.sub("", text) if METADATA_OPEN in text else text
+    """Remove any <SYSTEM_METADATA> block a completion carries: only the prompt's counts.
+    Linear in the text's length."""
+    if METADATA_OPEN not in text:
+        return text
+    parts, i = [], 0
+    for start, end, _, _ in metadata_spans(text):
+        parts.append(text[i:start])
+        i = end
+    if i == 0:
+        return text
+    parts.append(text[i:])
+    return "".join(parts)
 
 
 def read_metadata(text: str) -> dict[str, Any] | str:
     """The metadata object of a rendered state; a reason string when there is none or it
     is not a JSON object."""
-    match = METADATA_RE.search(text)
-    if match is None:
+    span = next(metadata_spans(text), None)
+    if span is None:
         return "prompt has no <SYSTEM_METADATA> block"
     try:
-        meta = json.loads(match.group(1))
+        meta = json.loads(text[span[2]:span[3]])
     except (ValueError, RecursionError) as exc:
         return f"unreadable metadata: {exc}"
     if not isinstance(meta, dict):

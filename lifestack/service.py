@@ -182,7 +182,12 @@ def completion_text(action: Any) -> str:
         if not isinstance(fields["text"], str):
             raise InvalidRequest("action.text must be a string", field="action")
         return fields["text"]
-    return json.dumps(fields, allow_nan=True)  # NaN claims reach the parser, which refuses them as a model's would
+    try:
+        return json.dumps(fields, allow_nan=True)  # NaN claims reach the parser, which refuses them as a model's would
+    except RecursionError:  # a request body parses deeper than json.dumps recurses: the client's fault
+        raise InvalidRequest("action is nested too deeply", field="action") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidRequest(f"action cannot be written as JSON: {exc}", field="action") from None
 
 
 def step_action(body: Any) -> Any:

@@ -735,7 +735,7 @@ def _maybe_log_generation(ptext: str, ctext: str, result: dict) -> None:
     RUN_CONTEXT["evaluations"] += 1
     if RUN_CONTEXT["evaluations"] % RUN_CONTEXT["log_interval"] or not is_main_process():
         return
-    head = _METADATA_RE.sub("", ptext).strip()[:300]
+    head = strip_metadata(ptext).strip()[:300]
     action = result.get("action")
     # All six rewards of this completion (the evaluation is cached: no second env step)
     # and the weighted total GRPO optimises, named as such.

@@ -66,3 +66,38 @@ def test_text_helpers_read_strings_and_messages():
     assert prompt_text([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                         {"role": "user", "content": "c"}]) == "c"
     assert prompt_text("raw") == "raw" and prompt_text(5) == ""
+
+
+# --- untrusted text: linear work (issue #28) -------------------------------------------
+import time  # noqa: E402
+
+from lifestack.prompts import METADATA_CLOSE, METADATA_RE  # noqa: E402
+
+_PIECES = st.sampled_from([METADATA_OPEN, METADATA_CLOSE, "<SYSTEM_", "x", "{}", "\n", "</SYSTEM_METADATA", " "])
+
+
+@settings(max_examples=400, deadline=None)
+@given(pieces=st.lists(_PIECES, max_size=30))
+def test_strip_and_read_metadata_agree_with_the_regex(pieces):
+    text = "".join(pieces)
+    assert strip_metadata(text) == METADATA_RE.sub("", text)
+    match = METADATA_RE.search(text)
+    got = read_metadata(text)
+    if match is None:
+        assert got == "prompt has no <SYSTEM_METADATA> block"
+    else:
+        assert isinstance(got, (dict, str))
+
+
+def test_strip_metadata_is_linear_in_the_text():
+    """Many opening tags and no closing one took time in the square of the length
+    (a 1 MiB answer: minutes); now it is one pass."""
+    small = METADATA_OPEN * 100
+    huge = METADATA_OPEN * (1_000_000 // len(METADATA_OPEN))
+    t0 = time.perf_counter()
+    assert strip_metadata(huge) == huge and isinstance(read_metadata(huge), str)
+    elapsed = time.perf_counter() - t0
+    assert elapsed < 0.5, elapsed
+    mixed = (METADATA_OPEN + "x" + METADATA_CLOSE + "y") * 20_000
+    assert strip_metadata(mixed) == "y" * 20_000
+    assert strip_metadata(small) == small
