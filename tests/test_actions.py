@@ -438,3 +438,22 @@ def test_decoder_value_error_handled_like_invalid_json():
     huge = '{"n": ' + "9" * 5000 + "} "
     action, reason = parse_action(huge + text())
     assert reason is None and action is not None and action.action_type == "negotiate"
+
+
+def test_the_json_scan_stays_linear_on_nesting_built_to_be_reread():
+    """'{"a":' repeated makes every '{' re-read the rest of the text: the square of its
+    length (about 0.45 s at the 20,000-character cut). The failed candidates' reading is
+    bounded (MAX_SCAN_FACTOR x the text), so it stops early and says why."""
+    import time
+
+    from lifestack.actions import MAX_TEXT_CHARS
+
+    nested = '{"a":' * (MAX_TEXT_CHARS // 5)
+    t0 = time.perf_counter()
+    action, reason = parse_action(nested)
+    assert action is None and "nested" in reason
+    assert time.perf_counter() - t0 < 0.2
+    # prose with many braces before a real answer is still read
+    honest = '{"action_type": "rest", "target_domain": "physical_health", "reasoning": "I rest."}'
+    action, reason = parse_action("{ x } " * 300 + honest)
+    assert action is not None, reason

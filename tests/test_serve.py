@@ -339,3 +339,53 @@ def test_bench_script_runs_and_reports_the_ratio():
                           "1", "--repeats", "1", "--horizon", "3"], capture_output=True, text=True, timeout=120, cwd=root)
     assert out.returncode == 0, out.stderr
     assert "median: server" in out.stdout and "server/in-process = " in out.stdout
+
+
+# -- hostile answers (issue #28) -----------------------------------------------------------
+
+def test_the_worst_answer_under_the_body_limit_is_answered_fast_and_stalls_no_one():
+    limit = 1 << 20
+    with serving(LifeStackService(max_sessions=8, idle_timeout=60, horizon=5), max_body_bytes=limit) as u:
+        def timed_step(text: str) -> float:
+            sid = raw(u, "POST", "/reset", b'{"seed": 3, "difficulty": 3, "horizon": 5}')[1]["metadata"]["session_id"]
+            body = json.dumps({"action": text, "session_id": sid}).encode()
+            t0 = time.perf_counter()
+            status, answer = raw(u, "POST", "/step", body)
+            assert status == 200, answer
+            return time.perf_counter() - t0
+
+        small = timed_step("{}")
+        pad = limit - 200
+        units = {"open tags": "<SYSTEM_METADATA>", "nested": '{"a":', "braces": "{"}
+        worst = {name: unit * (pad // len(json.dumps(unit)[1:-1])) for name, unit in units.items()}  # as sent
+        health: list[float] = []
+
+        def poll():
+            for _ in range(5):
+                t0 = time.perf_counter()
+                assert raw(u, "GET", "/health")[0] == 200
+                health.append(time.perf_counter() - t0)
+
+        for name, text in worst.items():
+            poller = threading.Thread(target=poll)
+            poller.start()
+            took = timed_step(text)
+            poller.join()
+            assert took < small + 1.0, (name, took, small)
+        assert max(health) < 1.0, health
+
+
+def test_a_deeply_nested_websocket_action_is_a_4xx_never_a_500(url):
+    with ws_client.connect(url.replace("http", "ws") + "/ws") as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 5, "difficulty": 3, "horizon": 5}}))
+        json.loads(ws.recv(timeout=10))
+        for depth in (900, 960, 2000, 5000):
+            ws.send('{"type":"step","data":{"x":' + "[" * depth + "]" * depth + "}}")
+            got = json.loads(ws.recv(timeout=10))
+            if got["type"] == "error":
+                assert 400 <= got["data"].get("status", 400) < 500 and got["data"]["code"] != "EXECUTION_ERROR", got
+    status, answer = raw(url, "POST", "/reset", b'{"seed": 1, "difficulty": 1, "horizon": 2}')
+    sid = answer["metadata"]["session_id"]
+    body = b'{"action": {"x": ' + b"[" * 3000 + b"]" * 3000 + b'}, "session_id": "' + sid.encode() + b'"}'
+    status, answer = raw(url, "POST", "/step", body)
+    assert 400 <= status < 500, (status, answer)

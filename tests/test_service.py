@@ -161,3 +161,16 @@ def test_a_bad_scenario_is_refused_with_a_reason(body):
         svc.reset(body)
     assert e.value.status == 422 and "scenario" in e.value.message + str(e.value.extra.get("field"))
     assert len(svc.sessions) == 0  # refused before a slot was taken
+
+
+def test_an_action_nested_past_the_json_writer_is_a_clear_validation_error():
+    """A request body parses deeper than json.dumps recurses: that was a 500 (issue #28)."""
+    from lifestack.service import InvalidRequest, completion_text
+
+    deep: object = 0
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(InvalidRequest, match="nested too deeply"):
+        completion_text({"x": deep})
+    with pytest.raises(InvalidRequest):
+        completion_text({"x": {1, 2}})  # not JSON at all
