@@ -36,6 +36,15 @@ class ServerError(RuntimeError):
         self.status, self.code, self.message, self.body = status, code, message, body
 
 
+class ConnectionLost(ServerError):
+    """The connection broke before an answer came (the server restarted, a proxy cut it,
+    ...): ``status`` 0, ``code`` ``CONNECTION_LOST``. Never retried: a step may have been
+    played before the connection broke, so the session's state is unknown."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(0, "CONNECTION_LOST", message)
+
+
 @dataclass
 class StepResult:
     """One result, as OpenEnv's clients see it."""
@@ -93,9 +102,9 @@ class LifeStackClient:
             conn.request(method, self._prefix + path, body=body, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()
-        except (OSError, http.client.HTTPException):
+        except (OSError, http.client.HTTPException) as exc:
             self._drop()  # never retried: a step may have been played before the connection broke
-            raise
+            raise ConnectionLost(f"{method} {path} to {self.base_url}: {type(exc).__name__}: {exc}") from exc
         self._last_used = time.monotonic()
         if resp.will_close:
             self._drop()

@@ -389,3 +389,13 @@ def test_a_deeply_nested_websocket_action_is_a_4xx_never_a_500(url):
     body = b'{"action": {"x": ' + b"[" * 3000 + b"]" * 3000 + b'}, "session_id": "' + sid.encode() + b'"}'
     status, answer = raw(url, "POST", "/step", body)
     assert 400 <= status < 500, (status, answer)
+
+
+def test_a_server_gone_mid_episode_is_the_clients_own_error():
+    from lifestack.client import ConnectionLost
+
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60, horizon=5)) as u:
+        ep = RemoteEpisode(u, seed=3, difficulty=2, horizon=5)
+    with pytest.raises(ServerError) as err:  # the server is gone (a restart looks the same)
+        ep.step("{}")
+    assert isinstance(err.value, ConnectionLost) and err.value.code == "CONNECTION_LOST"
