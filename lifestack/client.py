@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -67,11 +68,15 @@ class LifeStackClient:
     """Talks to one server. ``reset`` starts a session and remembers its id; ``step`` and
     ``state`` use it. ``close`` ends the session on the server (idle ones expire anyway)."""
 
-    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 30.0) -> None:
+    def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 30.0, token: str | None = None,
+                 source_address: tuple[str, int] | None = None) -> None:
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
         self.base_url, self.timeout = base_url.rstrip("/"), timeout
+        # the server's bearer token: given, or LIFESTACK_SERVE_TOKEN as the server reads it
+        self.token = token if token is not None else (os.environ.get("LIFESTACK_SERVE_TOKEN") or None)
+        self.source_address = source_address
         self._url, self._prefix = url, url.path.rstrip("/")
         self._conn: http.client.HTTPConnection | None = None
         self._last_used = 0.0
@@ -83,7 +88,7 @@ class LifeStackClient:
             self._drop()
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection
-            self._conn = cls(self._url.hostname, self._url.port, timeout=self.timeout)
+            self._conn = cls(self._url.hostname, self._url.port, timeout=self.timeout, source_address=self.source_address)
         return self._conn
 
     def _drop(self) -> None:
@@ -97,6 +102,8 @@ class LifeStackClient:
         if body is None and payload is not None:
             body = json.dumps(payload).encode()
         headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
         conn = self._connection()
         try:
             conn.request(method, self._prefix + path, body=body, headers=headers)
@@ -104,7 +111,9 @@ class LifeStackClient:
             raw = resp.read()
         except (OSError, http.client.HTTPException) as exc:
             self._drop()  # never retried: a step may have been played before the connection broke
-            raise ConnectionLost(f"{method} {path} to {self.base_url}: {type(exc).__name__}: {exc}") from exc
+            hint = (" The request may or may not have been played: GET /state tells where the session stands "
+                    "(404 if the server restarted); reset to start over.") if method != "GET" else " Safe to retry."
+            raise ConnectionLost(f"{method} {path} to {self.base_url}: {type(exc).__name__}: {exc}.{hint}") from exc
         self._last_used = time.monotonic()
         if resp.will_close:
             self._drop()

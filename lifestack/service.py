@@ -85,6 +85,20 @@ class EpisodeOver(ServiceError):
     status, code = 409, "EPISODE_OVER"
 
 
+class Unauthorized(ServiceError):
+    status, code = 401, "UNAUTHORIZED"
+
+
+class RequestTimeout(ServiceError):
+    status, code = 408, "REQUEST_TIMEOUT"
+
+
+class TooManySessions(ServiceError):
+    # 503 like CAPACITY_REACHED (retry once a session closes), with its own code: this
+    # client holds its share of the sessions; others may still open theirs.
+    status, code = 503, "TOO_MANY_SESSIONS"
+
+
 class CapacityReached(ServiceError):
     # 503, not 4xx: the request is fine, the server is full; retry after a session closes or expires.
     status, code = 503, "CAPACITY_REACHED"
@@ -247,18 +261,23 @@ class Session:
     episode_id: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     closed: bool = False
+    owner: str = ""  # the client that opened it (its address): the per-client quota counts by it
 
 
 class SessionStore:
     """Sessions by id: at most ``max_sessions`` at once, HTTP ones dropped after
     ``idle_timeout`` seconds without a request. ``clock`` is injectable for tests."""
 
-    def __init__(self, max_sessions: int, idle_timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, max_sessions: int, idle_timeout: float, clock: Callable[[], float] = time.monotonic,
+                 max_per_owner: int | None = None) -> None:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
         if idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be > 0, got {idle_timeout}")
+        if max_per_owner is not None and max_per_owner < 1:
+            raise ValueError(f"max_per_owner must be >= 1, got {max_per_owner}")
         self.max_sessions, self.idle_timeout, self.clock = max_sessions, idle_timeout, clock
+        self.max_per_owner = max_per_owner if max_per_owner is not None else max_sessions
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
@@ -268,17 +287,30 @@ class SessionStore:
     def _expired(self, s: Session, now: float) -> bool:
         return s.kind == "http" and now - s.last_used > self.idle_timeout
 
-    def open(self, kind: str = "http") -> Session:
+    def owned(self, owner: str) -> list[Session]:
+        """The live sessions ``owner`` opened, oldest first."""
+        with self._lock:
+            now = self.clock()
+            return [s for s in self._sessions.values() if s.owner == owner and not self._expired(s, now)]
+
+    def open(self, kind: str = "http", owner: str = "") -> Session:
         now = self.clock()
         with self._lock:
-            if len(self._sessions) >= self.max_sessions:
+            mine = sum(1 for s in self._sessions.values() if s.owner == owner)
+            if len(self._sessions) >= self.max_sessions or mine >= self.max_per_owner:
                 self._reap_locked(now)  # an expired session must not hold a slot a new one needs
+                mine = sum(1 for s in self._sessions.values() if s.owner == owner)
             if len(self._sessions) >= self.max_sessions:
                 raise CapacityReached(
                     f"session limit reached ({self.max_sessions} active); close a session or retry after "
                     f"idle ones expire ({self.idle_timeout:g} s)",
                     active_sessions=len(self._sessions), max_sessions=self.max_sessions)
-            s = Session(uuid.uuid4().hex, kind, now, now)
+            if mine >= self.max_per_owner:
+                raise TooManySessions(
+                    f"this client holds {mine} sessions, its share of the server ({self.max_per_owner}); close one "
+                    f"(DELETE /sessions/<id>) or let idle ones expire ({self.idle_timeout:g} s)",
+                    client_sessions=mine, max_sessions_per_client=self.max_per_owner)
+            s = Session(uuid.uuid4().hex, kind, now, now, owner=owner)
             self._sessions[s.id] = s
             return s
 
@@ -338,10 +370,10 @@ class LifeStackService:
     or raising a ServiceError. The transport only moves bytes."""
 
     def __init__(self, max_sessions: int = 256, idle_timeout: float = 600.0, horizon: int = DEFAULT_HORIZON,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_sessions_per_client: int | None = None) -> None:
         if not 1 <= horizon <= MAX_HORIZON:
             raise ValueError(f"horizon must be in 1..{MAX_HORIZON}, got {horizon}")
-        self.sessions = SessionStore(max_sessions, idle_timeout, clock)
+        self.sessions = SessionStore(max_sessions, idle_timeout, clock, max_sessions_per_client)
         self.horizon = horizon
 
     @staticmethod
@@ -355,21 +387,34 @@ class LifeStackService:
                 raise InvalidRequest(f"scenario: {exc}", field="scenario") from None
         return Episode.from_scenario(sample_scenario(params.seed, params.difficulty, params.domain), params.horizon)
 
-    def reset(self, body: Any, session_id: str | None = None) -> dict[str, Any]:
+    def reset(self, body: Any, session_id: str | None = None, owner: str = "") -> dict[str, Any]:
         """Start an episode: in a new session (HTTP) or in ``session_id``'s (a WebSocket's,
-        or an HTTP caller reusing its slot). The request is validated before a slot is taken."""
+        or an HTTP caller reusing its slot). The request is validated before a slot is taken.
+        ``owner``: the client (its address), for the per-client session quota."""
         if isinstance(body, dict) and session_id is None:
             session_id = body.get("session_id")
         params = reset_params(body, self.horizon)
         ep = self.episode(params)
         if session_id is None:
-            s = self.sessions.open("http")
+            s = self.sessions.open("http", owner)
             with self.sessions.use(s.id) as s:
                 s.episode, s.episode_id = ep, params.episode_id
                 return reset_result(s.id, ep)
         with self.sessions.use(session_id) as s:
             s.episode, s.episode_id = ep, params.episode_id
             return reset_result(s.id, ep)
+
+    def implied_session(self, owner: str) -> str:
+        """The session a step without a session id plays (OpenEnv's plain HTTP shape:
+        reset, then step): the client's only open HTTP session."""
+        mine = [s for s in self.sessions.owned(owner) if s.kind == "http"]
+        if len(mine) == 1:
+            return mine[0].id
+        raise InvalidRequest(
+            "session_id is required: send the one /reset returned in metadata.session_id"
+            + (f" (this client has {len(mine)} open sessions)" if mine else " (this client has no open session: "
+                                                                            "POST /reset first)"),
+            field="session_id", client_sessions=len(mine))
 
     def step(self, session_id: Any, action: Any) -> dict[str, Any]:
         text = completion_text(action)
@@ -390,9 +435,9 @@ class LifeStackService:
         return self.sessions.close(session_id)
 
     def capacity(self) -> dict[str, Any]:
-        """OpenEnv's ServerCapacityStatus, plus the idle timeout."""
+        """OpenEnv's ServerCapacityStatus, plus the idle timeout and the per-client quota."""
         return {"active_sessions": len(self.sessions), "max_sessions": self.sessions.max_sessions,
-                "idle_timeout_s": self.sessions.idle_timeout}
+                "max_sessions_per_client": self.sessions.max_per_owner, "idle_timeout_s": self.sessions.idle_timeout}
 
 
 # -- schemas (OpenEnv's /schema: JSON Schema of action, observation, state) ---------

@@ -25,6 +25,7 @@ from lifestack.serve import serving  # noqa: E402
 from lifestack.service import LifeStackService  # noqa: E402
 
 BODY_LIMIT = 16_384
+ROOT = __import__("pathlib").Path(__file__).resolve().parent.parent
 
 
 def reference(seed: int, difficulty: int, horizon: int = 5, domain: str | None = None) -> tuple[Episode, list[str]]:
@@ -285,7 +286,7 @@ def test_results_validate_against_openenv_models(client):
     types.SchemaResponse.model_validate(client.schema())
     types.EnvironmentMetadata.model_validate(client.request("GET", "/metadata"))
     types.ServerCapacityStatus.model_validate({k: v for k, v in client.request("GET", "/sessions").items()
-                                               if k != "idle_timeout_s"})
+                                               if k not in ("idle_timeout_s", "max_sessions_per_client")})
     types.ResetRequest.model_validate({"seed": 4, "difficulty": 2, "task_family": "flight_crisis"})
     first = client.request("POST", "/reset", {"seed": 4, "difficulty": 2})
     types.ResetResponse.model_validate(first)
@@ -399,3 +400,173 @@ def test_a_server_gone_mid_episode_is_the_clients_own_error():
     with pytest.raises(ServerError) as err:  # the server is gone (a restart looks the same)
         ep.step("{}")
     assert isinstance(err.value, ConnectionLost) and err.value.code == "CONNECTION_LOST"
+
+
+# -- timeouts, a token, fair shares (issue #28) ---------------------------------------------
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+
+def _open(url: str, source: str = "127.0.0.1") -> socket.socket:
+    u = urlsplit(url)
+    s = socket.create_connection((u.hostname, u.port), timeout=10, source_address=(source, 0))
+    return s
+
+
+def _read_all(s: socket.socket, limit: float = 10.0) -> bytes:
+    s.settimeout(limit)
+    out = b""
+    try:
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                return out
+            out += chunk
+    except socket.timeout:
+        return out + b"<still open>"
+
+
+@pytest.mark.parametrize("partial", [b"POST /reset HT", b"POST /reset HTTP/1.1\r\nHost: x\r\n", b""])
+def test_half_sent_request_heads_are_timed_out(partial):
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60), header_timeout=0.5) as u:
+        s = _open(u)
+        s.sendall(partial)
+        t0 = time.perf_counter()
+        answer = _read_all(s)
+        assert b"<still open>" not in answer and time.perf_counter() - t0 < 3.0
+        assert answer.startswith(b"HTTP/1.1 408") and b'"REQUEST_TIMEOUT"' in answer
+        assert raw(u, "GET", "/health")[0] == 200
+
+
+def test_half_sent_bodies_and_idle_keep_alive_are_timed_out():
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60), body_timeout=0.5, keep_alive=0.5) as u:
+        s = _open(u)
+        s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"se")
+        answer = _read_all(s)
+        assert answer.startswith(b"HTTP/1.1 408") and b'"REQUEST_TIMEOUT"' in answer
+        s = _open(u)  # a complete request, then silence: the keep-alive connection is closed
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        t0 = time.perf_counter()
+        answer = _read_all(s)
+        assert answer.startswith(b"HTTP/1.1 200") and b"<still open>" not in answer
+        assert time.perf_counter() - t0 < 3.0
+
+
+def test_malformed_http_gets_the_json_error_shape():
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60)) as u:
+        for head in (b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
+                     b"POST /reset HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                     b"GARBAGE\r\n\r\n"):
+            s = _open(u)
+            s.sendall(head)
+            answer = _read_all(s)
+            assert answer.startswith(b"HTTP/1.1 400"), answer[:80]
+            body = json.loads(answer.split(b"\r\n\r\n", 1)[1])
+            assert body["code"] == "INVALID_HTTP" and body["detail"]
+
+
+def test_sigterm_exits_within_seconds_with_half_sent_requests_open(tmp_path):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lifestack.serve", "--port", str(port), "--shutdown-timeout", "1"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                if raw(url, "GET", "/health")[0] == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        open_ones = [_open(url) for _ in range(3)]
+        open_ones[0].sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"seed\"")
+        open_ones[1].sendall(b"POST /reset HTTP/1.1\r\nHost: x")
+        time.sleep(0.3)
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=10)
+        assert time.perf_counter() - t0 < 5.0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_a_token_guards_every_endpoint_but_health():
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60), token="s3cret") as u:
+        assert raw(u, "GET", "/health")[0] == 200
+        status, answer = raw(u, "POST", "/reset", b'{"seed": 1}')
+        assert (status, answer["code"]) == (401, "UNAUTHORIZED")
+        assert raw(u, "POST", "/reset", b'{"seed": 1}', {"Authorization": "Bearer nope"})[0] == 401
+        assert raw(u, "GET", "/sessions", None, {"Authorization": "Bearer s3cret"})[0] == 200
+        with LifeStackClient(u, token="s3cret") as c:
+            assert c.reset(seed=1, difficulty=1).session_id
+        with pytest.raises(Exception):
+            with ws_client.connect(u.replace("http", "ws") + "/ws"):
+                pass
+        with ws_client.connect(u.replace("http", "ws") + "/ws", additional_headers={"Authorization": "Bearer s3cret"}) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+            assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+
+
+def test_one_client_cannot_take_every_session():
+    service = LifeStackService(max_sessions=8, idle_timeout=600, max_sessions_per_client=3)
+    with serving(service) as u:
+        greedy = LifeStackClient(u, source_address=("127.0.0.2", 0))
+        for _ in range(3):
+            greedy.request("POST", "/reset", {"seed": 1})
+        with pytest.raises(ServerError) as err:
+            greedy.request("POST", "/reset", {"seed": 1})
+        assert (err.value.status, err.value.code) == (503, "TOO_MANY_SESSIONS") and "share" in err.value.message
+        other = LifeStackClient(u, source_address=("127.0.0.3", 0))
+        assert other.request("POST", "/reset", {"seed": 2})["metadata"]["session_id"]
+        assert service.capacity()["max_sessions_per_client"] == 3
+
+
+def test_openenv_plain_http_shape_reset_then_step_without_a_session_id():
+    with serving(LifeStackService(max_sessions=8, idle_timeout=600)) as u:
+        c = LifeStackClient(u, source_address=("127.0.0.4", 0))
+        with pytest.raises(ServerError) as err:  # nothing to play yet: a message it can act on
+            c.request("POST", "/step", {"action": "{}"})
+        assert err.value.code == "VALIDATION_ERROR" and "/reset first" in err.value.message
+        c.request("POST", "/reset", {"seed": 5, "difficulty": 2})
+        assert c.request("POST", "/step", {"action": "{}"})["observation"] is not None
+        c.request("POST", "/reset", {"seed": 6, "difficulty": 2})
+        with pytest.raises(ServerError) as err:  # two sessions: which one is ambiguous
+            c.request("POST", "/step", {"action": "{}"})
+        assert "2 open sessions" in err.value.message
+
+
+def test_many_half_open_connections_are_all_released():
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60), header_timeout=0.5) as u:
+        held = [_open(u) for _ in range(100)]
+        for i, s in enumerate(held):
+            s.sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\n" if i % 2 else b"GET /hea")
+        time.sleep(1.5)
+        closed = 0
+        for s in held:
+            s.settimeout(2.0)
+            try:
+                data = s.recv(65536)
+                closed += data.startswith(b"HTTP/1.1 408") or data == b""
+            except OSError:
+                closed += 1
+            s.close()
+        assert closed == len(held)
+        assert raw(u, "GET", "/health")[0] == 200
+
+
+def test_session_ids_never_reach_the_access_log():
+    import logging
+
+    from lifestack.serve import MaskSessionIds
+
+    sid = "0123456789abcdef0123456789abcdef"
+    record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+                               ("127.0.0.1:5", "GET", f"/state?session_id={sid}", "1.1", 200), None)
+    assert MaskSessionIds().filter(record)
+    assert sid not in record.getMessage() and "<session>" in record.getMessage()
