@@ -64,7 +64,7 @@ RESOURCE_OF_UNIT = {"h": "time", "hr": "time", "hrs": "time", "hour": "time", "h
                     "usd": "money", "bucks": "money"}
 ABSOLUTE_TOLERANCE = {"time": 0.05, "money": 0.5, "energy": 0.05}  # rounding a model may do
 RELATIVE_TOLERANCE = 0.01
-NEAR_SHARE = 0.1  # within this share of another true quantity, a stated amount fades to true
+NEAR_SHARE = 0.05  # within this share of another true quantity, a stated amount fades to true
 _LOOK_BACK = 40  # characters before a unit where its number may start
 
 
