@@ -90,19 +90,22 @@ async def read_json(request: Request, limit: int, timeout: float = DEFAULT_BODY_
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise BodyTooLarge(f"body is {declared} bytes; the limit is {limit}", limit=limit)
-    chunks, size = [], 0
+
+    async def read() -> bytes:
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(f"body exceeds the limit of {limit} bytes", limit=limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
     try:
-        async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > limit:
-                    raise BodyTooLarge(f"body exceeds the limit of {limit} bytes", limit=limit)
-                chunks.append(chunk)
-    except TimeoutError:
+        body = await asyncio.wait_for(read(), timeout)  # (asyncio.timeout is 3.11+; the package supports 3.10)
+    except asyncio.TimeoutError:
         raise RequestTimeout(f"the body did not arrive within {timeout:g} s", timeout_s=timeout) from None
     except ClientDisconnect:  # it left (or sent a body uvicorn refused); the answer goes nowhere
         raise InvalidRequest("the client disconnected before its body arrived") from None
-    body = b"".join(chunks)
     if not body.strip():
         return None
     return parse_json(body)
