@@ -1703,6 +1703,17 @@ def check_episode_length(cfg: dict[str, Any], model, tokenizer) -> None:
         raise SystemExit(f"HORIZON={cfg['HORIZON']}: an episode needs about {need} tokens but {what} is {limit}; "
                          f"raise it (--MAX_SEQ_LENGTH={need + 256} with Unsloth) or lower HORIZON or "
                          "MAX_COMPLETION_LENGTH")
+    if cfg["_PROFILE"] == "cpu":  # the tiny tokenizer's count says nothing about the real job: say the real one
+        try:
+            from lifestack.qwen_tokens import MissingQwenExtra, qwen25_tokenizer
+
+            real = episode_tokens(qwen25_tokenizer(), cfg["HORIZON"], cfg["MAX_COMPLETION_LENGTH"])
+        except MissingQwenExtra:
+            return
+        fits = real <= cfg["MAX_SEQ_LENGTH"]
+        log(f"[episodes] in Qwen2.5 tokens (the real job) the same episode takes up to about {real}: "
+            + (f"fits MAX_SEQ_LENGTH {cfg['MAX_SEQ_LENGTH']}" if fits else
+               f"on a GPU with Unsloth it needs --MAX_SEQ_LENGTH={real + 256} (now {cfg['MAX_SEQ_LENGTH']})"))
 
 
 def check_env_server(cfg: dict[str, Any]) -> None:
