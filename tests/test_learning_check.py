@@ -272,3 +272,17 @@ def test_unparseable_answers_never_move_decision_quality(per, data):
             spoiled[arm][i] = answers + [{"task": -0.5, "valid": False, "key": None}] * extra
     assert L.decision_change([spoiled], "answers_after", "answers_before") == \
         pytest.approx(L.decision_change([base], "answers_after", "answers_before"))
+
+
+def test_imitation_capacity_script_runs_in_a_tiny_shape(capsys, tmp_path):
+    """scripts/imitation_capacity.py (issue #26, item 2): imitate the heuristic in blocks,
+    then report valid JSON, decision quality and the heuristic's own on the same prompts."""
+    out = tmp_path / "cap.json"
+    # its own process: it configures the trainer's module state (feedback store, log dir)
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "imitation_capacity.py"), "--steps", "4", "--every",
+                           "2", "--held-out", "3", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert [row["steps"] for row in r["rows"]] == [2, 4]
+    assert r["parameters"] == 223_104 and -1.0 <= r["heuristic_quality"] <= 1.0
+    assert "[capacity] 4 steps" in proc.stdout

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Can the CPU profile's tiny model hold good decisions at all? (issue #26, item 2)
+
+    python scripts/imitation_capacity.py                       # 3,000 steps, checked every 1,000
+    python scripts/imitation_capacity.py --steps 6000 --every 2000 --seed 2 --json cap.json
+
+Builds the CPU profile's model (random weights, seeded), then imitates
+``lifestack.policies.heuristic`` (``WARM_START_POLICY=heuristic``, the warm start's own
+loop and learning rate) for ``--steps`` supervised steps, each block on demonstrations
+it has not seen. After every ``--every`` steps it answers the learning check's fixed
+held-out prompts greedily and prints: the valid-JSON rate, the decision quality (mean
+task reward among valid answers, the reward GRPO trains on), the share of decisions
+equal to the heuristic's (``lifestack.diversity.answer_key``), and the heuristic's own
+decision quality on the same prompts. When the imitation's quality stops rising well
+below the heuristic's, the model cannot represent the heuristic's decisions and the CPU
+profile's model is too small for the skill. A pipeline measurement on CPU, minutes long.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+for _p in (ROOT, ROOT / "scripts"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+
+def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path) -> dict:
+    import train_trl as T
+    from learning_check import HELD_OUT_SEED, action_key, reference_scores
+    from transformers import set_seed
+
+    argv = [f"--OUTPUT_DIR={work / 'out'}", f"--LOG_DIR={work / 'logs'}", f"--SEED={seed}",
+            "--WARM_START_POLICY=heuristic", f"--WARM_START_SFT_STEPS={every}", f"--FEEDBACK_DB={work / 'fb.sqlite3'}"]
+    cfg = T.build_config(argv, profile="cpu")
+    T.configure_feedback(cfg["FEEDBACK_DB"])
+    T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    set_seed(seed)
+    model, tok = T.load_model(cfg, banner=False)
+    prompts = T.held_out_prompts(n_prompts, None, HELD_OUT_SEED)  # difficulties 1-5, both families
+    refs = reference_scores(prompts)
+    heuristic_quality = statistics.fmean(r["heuristic"] for r in refs)
+    rows, done, t0 = [], 0, time.perf_counter()
+    while done < steps:
+        block = min(every, steps - done)
+        # new demonstrations for every block (first_demo), the warm start's own loop
+        T.warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": block}, first_demo=10_000 * (done // every + 1))
+        done += block
+        result = T.evaluate_policy(model, tok, prompts, cfg)
+        evs = [T.get_lifestack_evaluation(c, p) for c, p in zip(result["completions"], prompts)]
+        valid = [(ev, r) for ev, r in zip(evs, refs) if ev["action"] is not None]
+        quality = statistics.fmean(float(ev["reward"]) for ev, _ in valid) if valid else None
+        same = sum(action_key(ev["action"]) == r["heuristic_key"] for ev, r in valid) / len(evs)
+        heur_on_valid = statistics.fmean(r["heuristic"] for _, r in valid) if valid else None
+        rows.append({"steps": done, "valid_json_rate": result["valid_json_rate"], "decision_quality": quality,
+                     "heuristic_on_the_same_prompts": heur_on_valid, "same_decision_as_heuristic": same,
+                     "seconds": round(time.perf_counter() - t0, 1)})
+        q = "n/a" if quality is None else f"{quality:+.3f}"
+        h = "n/a" if heur_on_valid is None else f"{heur_on_valid:+.3f}"
+        print(f"[capacity] {done} steps: valid JSON {result['valid_json_rate']:.0%} | decision quality {q} "
+              f"(heuristic on those prompts {h}) | same decision as the heuristic {same:.0%} | "
+              f"{rows[-1]['seconds']:.0f} s", flush=True)
+    return {"seed": seed, "prompts": n_prompts, "heuristic_quality": heuristic_quality, "rows": rows,
+            "parameters": sum(p.numel() for p in model.parameters())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--every", type=int, default=1000)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--held-out", type=int, default=80, help="held-out prompts (the learning check's, default 80)")
+    p.add_argument("--json", help="also write the figures here")
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.every < 1 or args.held_out < 1:
+        p.error("--steps, --every and --held-out must be >= 1")
+    with tempfile.TemporaryDirectory(prefix="lifestack-capacity-") as tmp:
+        r = measure(args.steps, args.every, args.seed, args.held_out, Path(tmp))
+    print(f"[capacity] model {r['parameters']:,} parameters; the heuristic's own decision quality on all "
+          f"{r['prompts']} prompts {r['heuristic_quality']:+.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
