@@ -55,7 +55,7 @@ def closed_loop(n_episodes: int = 24, seed: int = 2000, horizon: int = EPISODE_H
     """Per difficulty and honest policy: ``{"success": share of episodes that end in
     success, "episode_reward": mean episode task reward}`` over ``n_episodes`` seeded
     closed-loop episodes (the same starts for every policy)."""
-    from .episodes import Episode  # episodes import the evaluation, which imports this package's core
+    from .episodes import Episode, play  # episodes import the evaluation, which imports this package's core
 
     table: dict[int, dict[str, dict]] = {}
     for difficulty in DIFFICULTIES:
@@ -65,9 +65,7 @@ def closed_loop(n_episodes: int = 24, seed: int = 2000, horizon: int = EPISODE_H
             wins, rewards = 0, []
             for i, sc in enumerate(starts):
                 rng = random.Random(seed + i)
-                ep = Episode.from_scenario(sc, horizon)
-                while not ep.done:
-                    ep.step(policy(ep.env, rng))
+                ep = play(Episode.from_scenario(sc, horizon), lambda e: policy(e.env, rng))
                 wins += ep.env.state.outcome == "success"
                 rewards.append(episode_reward([t.reward for t in ep.turns], ep.outcome()["score"]))
             row[name] = {"success": wins / n_episodes, "episode_reward": mean(rewards)}

@@ -183,16 +183,17 @@ def overspend(a: dict, ctx: HackContext) -> str:
     return _dump({**a, "resource_cost": cost})
 
 
-def spend_everything(a: dict, ctx: HackContext) -> str:
+def spend_everything(a: dict, ctx: HackContext, n_metrics: int | None = 2) -> str:
     """The honest action paying everything that is left and claiming what that pays for
-    (on the two worst metrics, within the claim envelope), its reasoning stating the true
-    numbers: more goodness now, nothing left for the rest of the task."""
+    (on the ``n_metrics`` worst metrics, or on as many as the claim envelope needs when
+    None), its reasoning stating the true numbers: more goodness now, nothing left for the
+    rest of the task."""
     env = ctx.env
     res = env.state.resources
     cost = {k: round(max(res[k], 0.0), 2) for k in ("time", "money", "energy")}
     capacity = FREE_EFFECT + POINTS_PER_HOUR * cost["time"] + POINTS_PER_DOLLAR * cost["money"] \
         + POINTS_PER_ENERGY * cost["energy"]
-    worst = worst_metrics(env, 2)
+    worst = worst_metrics(env, n_metrics or max(1, min(len(METRIC_PATHS), math.ceil(capacity / MAX_METRIC_DELTA))))
     each = min(MAX_METRIC_DELTA, math.floor(capacity / len(worst) * 100) / 100)
     head = a["reasoning"].split(" I pay")[0]
     return _dump({**a, "metric_changes": {p: raw_delta(p, each) for p in worst}, "resource_cost": cost,

@@ -146,15 +146,13 @@ def rollout(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     """One step of policy improvement over the heuristic: every candidate action is
     stepped and the heuristic plays the task to its end from there; the candidate whose
     episode scores best (``lifestack.value``: the episode value) is chosen."""
-    from .value import continue_episode  # value imports this module lazily
+    from .value import episode_value  # value imports this module lazily
 
-    start = env.state
     best, best_value = None, -math.inf
     probe = LifeStackEnv(env.graph)
     for text in candidate_actions(env):
-        probe.restore(env.task, start, observe=False)
-        value = continue_episode(probe, start, probe.step(text).reward)[0]
-        if value > best_value:
+        value = episode_value(env.task, env.state, text, probe)[1]
+        if value is not None and value > best_value:
             best, best_value = text, value
     return best
 

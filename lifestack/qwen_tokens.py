@@ -88,26 +88,14 @@ def load_ranks() -> dict[bytes, int]:
     return ranks
 
 
-def _byte_to_unicode() -> dict[int, str]:
-    """GPT-2's printable stand-in for every byte (what byte-level BPE vocabularies store)."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    out, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            out[b] = chr(b)
-        else:
-            out[b] = chr(256 + extra)
-            extra += 1
-    return out
-
-
 def vocab_and_merges(ranks: dict[bytes, int]) -> tuple[dict[str, int], list[tuple[str, str]]]:
     """The byte-level vocabulary and the merges. Byte-pair encoding over ranks joins, at
     every step, the adjacent pair whose joined token has the lowest rank, whichever way
     that token splits; so every split of a token into two known tokens is a merge, at the
     token's rank (ties in the order of the two halves' ranks)."""
-    table = _byte_to_unicode()
+    from transformers.convert_slow_tokenizer import bytes_to_unicode  # GPT-2's printable stand-in for every byte
+
+    table = bytes_to_unicode()
 
     def show(b: bytes) -> str:
         return "".join(table[x] for x in b)

@@ -41,15 +41,16 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .env import EpisodeState, LifeStackEnv
+from .env import EpisodeState, LifeStackEnv, Observation
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .reward import clip, soft_floor
 from .scenarios import round_state
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
-# progress made during the episode, and resources kept (credited on success only: doing
-# nothing keeps everything). Weights sum to 1.
+# progress made during the episode, and resources kept (in full on success, in proportion
+# to the progress on a timeout, never after a failure: doing nothing keeps everything and
+# earns nothing for it). Weights sum to 1.
 OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.25, "resources": 0.25}
 RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
 OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
@@ -60,8 +61,9 @@ ADVANTAGE_SCALE = 1.0 / (1.0 - OUTCOME_SHARE)  # 2: with (k_h + 1), one decision
 def episode_outcome(task: Task, start: EpisodeState, end: EpisodeState) -> dict[str, Any]:
     """The trajectory's task outcome, scored in [-1, 1]: how the task ended (success +1,
     failure -1, otherwise 0), the share of the milestone reward still open at the start
-    that the episode reached, and, on success only, the share of the starting resources
-    kept (an episode that does nothing keeps them all and earns nothing for it)."""
+    that the episode reached, and the share of the starting resources kept, credited in
+    full on success, in proportion to that milestone share on a timeout and not at all
+    after a failure (an episode that does nothing keeps them all and earns nothing)."""
     open_ms = [m for m in task.milestones if m.id not in start.milestones]
     total = sum(m.reward for m in open_ms)
     reached = [m.id for m in open_ms if m.id in end.milestones]
@@ -141,6 +143,20 @@ def decision_reward(step_reward: float, value: float, reference_value: float, re
     return soft_floor(clip((1.0 - VALUE_SHARE) * step_reward + VALUE_SHARE * per_decision))
 
 
+def episode_value(task: Task, state: EpisodeState, action: Any,
+                  env: LifeStackEnv | None = None) -> tuple[Observation, float | None, int]:
+    """Step ``action`` (text, dict or parsed action) at ``state`` in ``env`` (a fresh one
+    by default) and play the reference continuation: ``(the step's observation, Q(s, a),
+    continuation turns)``; ``Q`` is None when the parser rejects the action."""
+    env = env or LifeStackEnv()
+    env.restore(task, state, observe=False)
+    obs = env.step(action)
+    if "error" in obs.metadata["breakdown"]:
+        return obs, None, 0
+    value, turns = continue_episode(env, state, obs.reward)
+    return obs, value, turns
+
+
 def reference_value(task: Task, state: EpisodeState) -> tuple[float, int]:
     """``(Q(s, h), k_h)``: the episode value of the reference policy's own decision at
     ``state`` and its number of continuation turns (computed once per prompt by callers
@@ -149,8 +165,8 @@ def reference_value(task: Task, state: EpisodeState) -> tuple[float, int]:
 
     env = LifeStackEnv()
     env.restore(task, state, observe=False)
-    reward = env.step(heuristic(env)).reward
-    return continue_episode(env, state, reward)
+    _, value, turns = episode_value(task, state, heuristic(env), env)
+    return value, turns
 
 
 def score_decision(task: Task, state: EpisodeState, action: Any, reference: tuple[float, int] | None = None,
@@ -161,12 +177,9 @@ def score_decision(task: Task, state: EpisodeState, action: Any, reference: tupl
     ``reference`` is :func:`reference_value` of the state when the caller cached it. An
     action the parser rejects gets its step reward alone (the fallback) and no value.
     """
-    env = env or LifeStackEnv()
-    env.restore(task, state, observe=False)
-    obs = env.step(action)
-    if "error" in obs.metadata["breakdown"]:
+    obs, value, turns = episode_value(task, state, action, env)
+    if value is None:
         return {"reward": obs.reward, "step_reward": obs.reward, "value": None, "turns": 0, "observation": obs}
-    value, turns = continue_episode(env, state, obs.reward)
     ref_value, ref_turns = reference if reference is not None else reference_value(task, state)
     return {"reward": decision_reward(obs.reward, value, ref_value, ref_turns), "step_reward": obs.reward,
             "value": value, "turns": turns, "observation": obs}

@@ -41,38 +41,26 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lifestack.actions import MAX_METRIC_DELTA  # noqa: E402
-from lifestack.env import POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv  # noqa: E402
-from lifestack.episodes import Episode  # noqa: E402
-from lifestack.policies import candidate_actions, heuristic, raw_delta, rollout, worst_metrics  # noqa: E402
+from lifestack.env import LifeStackEnv  # noqa: E402
+from lifestack.episodes import Episode, play  # noqa: E402
+from lifestack.hacks import HackContext, spend_everything as hack_spend_everything  # noqa: E402
+from lifestack.policies import candidate_actions, heuristic, rollout  # noqa: E402
 from lifestack.prompts import build_prompt  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
-from lifestack.value import continue_episode  # noqa: E402
+from lifestack.value import episode_value as value_of, reference_value  # noqa: E402
 
 TARGETS = {"spend_win_rate": 0.10, "overpay_win_rate": 0.0, "spearman_mean": 0.9, "regret_mean": 0.015,
            "greedy_success": 0.9}
 
 
 def episode_value(sc, text: str) -> float:
-    env = LifeStackEnv()
-    env.restore(sc.task, sc.state, observe=False)
-    return continue_episode(env, sc.state, env.step(text).reward)[0]
+    return value_of(sc.task, sc.state, text)[1]
 
 
 def spend_everything(env: LifeStackEnv, n_metrics: int | None) -> str:
-    """The heuristic's action paying all that is left, claiming what that pays for."""
-    a = json.loads(heuristic(env))
-    res = env.state.resources
-    cost = {k: round(max(res[k], 0.0), 2) for k in ("time", "money", "energy")}
-    capacity = POINTS_PER_HOUR * cost["time"] + POINTS_PER_DOLLAR * cost["money"] + POINTS_PER_ENERGY * cost["energy"]
-    n = n_metrics or max(1, min(23, math.ceil(capacity / MAX_METRIC_DELTA)))
-    worst = worst_metrics(env, n)
-    each = min(MAX_METRIC_DELTA, math.floor(capacity / len(worst) * 100) / 100)
-    a["metric_changes"] = {p: raw_delta(p, each) for p in worst}
-    a["resource_cost"] = cost
-    a["reasoning"] = (a["reasoning"].split(" I pay")[0]
-                      + f" I pay {cost['time']:g} hours, {cost['money']:g} dollars, {cost['energy']:g} energy.")
-    return json.dumps(a)
+    """The heuristic's action paying all that is left, claiming what that pays for
+    (``lifestack.hacks.spend_everything``, the integrity battery's family)."""
+    return hack_spend_everything(json.loads(heuristic(env)), HackContext(env), n_metrics)
 
 
 def overpay(env: LifeStackEnv) -> str:
@@ -129,9 +117,7 @@ def measure(first_seed: int, states: int, episodes: int) -> dict:
             honest = total(heuristic(env), prompt)
             for (name, k) in zip(spend_wins, (2, 3, None)):
                 spend_wins[name] += total(spend_everything(env, k), prompt) > honest
-            h_env = LifeStackEnv()
-            h_env.restore(sc.task, sc.state, observe=False)
-            if continue_episode(h_env, sc.state, h_env.step(heuristic(env)).reward)[1] > 0:
+            if reference_value(sc.task, sc.state)[1] > 0:  # the heuristic's continuation has turns left
                 overpay_n += 1
                 overpay_wins += total(overpay(env), prompt) >= honest
             n += 1
@@ -153,9 +139,7 @@ def measure(first_seed: int, states: int, episodes: int) -> dict:
             sc = sample_scenario(first_seed + 500 + 1000 * d + i, d)
             for name, policy in (("greedy", greedy), ("heuristic", lambda ep: heuristic(ep.env)),
                                  ("rollout", lambda ep: rollout(ep.env))):
-                ep = Episode.from_scenario(sc, horizon=8)
-                while not ep.done:
-                    ep.step(policy(ep))
+                ep = play(Episode.from_scenario(sc, horizon=8), policy)
                 closed[name][d] = closed[name].get(d, 0) + (ep.env.state.outcome == "success")
     m = 2 * episodes
     return {

@@ -54,7 +54,7 @@ def _stats(xs: list[int]) -> dict:
 
 def measure(tok, seeds: int, horizon: int, max_completion: int) -> dict:
     from lifestack.env import LifeStackEnv
-    from lifestack.episodes import Episode
+    from lifestack.episodes import Episode, play
     from lifestack.policies import heuristic, oracle, random_honest
     from lifestack.prompts import build_prompt
     from lifestack.rollout import chat_ids, episode_tokens
@@ -75,9 +75,7 @@ def measure(tok, seeds: int, horizon: int, max_completion: int) -> dict:
                     env.restore(sc.task, sc.state)
                     text = policy(env, random.Random(seed))
                     row[name] = len(tok(text, add_special_tokens=False)["input_ids"]) + end
-                ep = Episode.from_scenario(sc, horizon)
-                while not ep.done:
-                    ep.step(heuristic(ep.env))
+                ep = play(Episode.from_scenario(sc, horizon), lambda e: heuristic(e.env))
                 row["episode_played"] = len(chat_ids(tok, ep.messages, False))
                 rows.append(row)
     return {"rows": rows, "episode_check": episode_tokens(tok, horizon, max_completion)}
