@@ -1,40 +1,45 @@
 #!/usr/bin/env python
-"""Proof of learning on CPU: does the GRPO curriculum improve a (warm-started) policy?
+"""Proof of learning on CPU: does GRPO make decisions better than its start, and better than more imitation would?
 
-    python scripts/learning_check.py                  # 3 seeds (about 26 min on 2 cores: docs/learning.md)
+    python scripts/learning_check.py                  # seeds 1-3, GRPO + the imitation control (about 40 min on 2 cores)
     python scripts/learning_check.py --first-seed 4   # another seed range
-    python scripts/learning_check.py --control        # + a control arm: shuffled rewards, same compute (about 36 min)
-    python scripts/learning_check.py --control=imitation  # + a control arm: more imitation, same optimizer steps
+    python scripts/learning_check.py --control=shuffled  # the control arm gets shuffled rewards instead
+    python scripts/learning_check.py --control=none   # GRPO against its start only
     python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
-    python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs
+    python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs (no control arm)
 
-For each seed: build the CPU profile's tiny Qwen2 model, warm-start it on heuristic
-demonstrations, then score it on one fixed held-out prompt set (the same prompts for
-every seed, all difficulties and both task families) before GRPO and after the GRPO
-curriculum, both with the CPU profile's own values (CPU_PROFILE). Each held-out prompt
-is answered 4 times, sampled at the training temperature with a fixed torch seed: that
-is the policy GRPO optimises.
+For each seed: build the CPU profile's tiny Qwen2 model, warm-start it on the CPU
+profile's demonstrations (WARM_START_POLICY, by default ``format``: valid JSON with
+random decisions and honest costs, so any decision gain is GRPO's own), then score it on
+one fixed held-out prompt set (the same prompts for every seed, all difficulties and
+both task families) before GRPO and after the GRPO curriculum, both with the CPU
+profile's own values (CPU_PROFILE). Each held-out prompt is answered 4 times, sampled at
+the training temperature with a fixed torch seed: that is the policy GRPO optimises.
+
+The control arm starts from the same warm-started weights. ``imitation`` (the default)
+spends GRPO's compute on more of the warm start: as many supervised steps as GRPO took
+optimizer steps, each on as many demonstrations as GRPO's batch has completions, at
+GRPO's learning rate, on the warm start's own demonstrations. ``shuffled`` runs the same
+curriculum with every batch's rewards shuffled among its completions (the same values,
+detached from the answers that earned them): the compute without the signal.
 
 The comparison is paired over prompts, with a 95 % bootstrap confidence interval over
 prompts (2,000 resamples). It reports apart (a) the valid-JSON rate, (b) decision
 quality: the task reward among valid answers, paired per prompt and seed, (c) the
-regret per decision against the oracle, the share of decisions equal to the heuristic
-demonstrator's and how they score, (d) answer diversity per task family, and (e)
-closed-loop play: the trainer's own final evaluation (greedy, whole episodes in which
-each decision meets the state the policy's earlier ones made) on 100 fixed starts,
-paired over starts. The full check passes when the interval of (b) lies above 0 (a gain
-in format alone fails), with ``--control`` also the interval of GRPO's decisions against
-the control's, the interval of (e) reaches above 0 (closed-loop play did not get worse
-beyond noise; with ``--control``, nor is it worse than the control's), and no seed
-collapsed onto one answer.
+regret per decision against the oracle (the reward's greedy maximiser), the share of
+decisions equal to the heuristic's and how they score, (d) answer diversity per task
+family, (e) closed-loop play: the trainer's own final evaluation (greedy, whole
+episodes in which each decision meets the state the policy's earlier ones made) on 100
+fixed starts, paired over starts, and a per-difficulty table of every arm, the heuristic
+and the greedy maximiser (decision quality, regret, valid JSON, closed-loop success).
 
-``--control`` (``--control=shuffled``) trains, per seed, a second copy of the same
-warm-started model through the same curriculum with every batch's rewards shuffled among
-its completions (the same values, detached from the answers that earned them): the
-compute without the signal. ``--control=imitation`` instead continues the warm start:
-as many supervised steps as GRPO took optimizer steps, each on as many heuristic
-demonstrations as GRPO's batch has completions, at GRPO's learning rate, on scenarios
-the warm start never saw: does the reward signal teach more than more imitation would?
+The full check passes when
+- the interval of (b) GRPO vs its start lies above 0 (a gain in format alone fails),
+- with a control arm, the interval of GRPO's decisions vs the control's lies above 0,
+  and so does that of GRPO's closed-loop episode reward vs the control's,
+- closed-loop play did not get worse beyond noise: the interval of the episode reward
+  change reaches above 0 and that of the success-rate change does not lie below 0,
+- and no seed collapsed onto one answer.
 
 ``--quick`` (one seed, 8 prompts) is a smoke check of the pipeline, not evidence: it
 passes when the run completes with finite figures, GRPO changed the policy's answers and
@@ -121,14 +126,35 @@ def reference_scores(prompts: list) -> list[dict]:
     env = LifeStackEnv()
     out = []
     for prompt in prompts:
-        task, state, _ = T._prompt_context(T.prompt_text(prompt))
-        row = {}
+        task, state, meta = T._prompt_context(T.prompt_text(prompt))
+        row = {"difficulty": int(meta.get("difficulty", 0))}
         for name, policy in (("oracle", oracle), ("heuristic", heuristic)):
             env.restore(task, state)
             ev = T.get_lifestack_evaluation(policy(env), prompt)
             row[name] = float(ev["reward"])
             row[f"{name}_key"] = action_key(ev["action"])
         out.append(row)
+    return out
+
+
+def reference_play(n: int) -> dict[str, list[dict]]:
+    """The heuristic's and the greedy maximiser's (``policies.oracle``: the action with the
+    highest decision reward) closed-loop play on the trainer's final-evaluation starts of
+    EPISODE_SEED, stepped as ``run_episodes`` steps a model (HORIZON = 1): per episode its
+    difficulty, mean step reward and outcome."""
+    import train_trl as T
+    from lifestack.policies import heuristic, oracle
+
+    out = {}
+    for name, policy in (("heuristic", heuristic), ("oracle", oracle)):
+        rows = []
+        for sc, env in T.evaluation_starts(n, EPISODE_SEED):
+            rewards = []
+            while not env.state.done and len(rewards) < env.task.horizon:
+                rewards.append(env.step(policy(env)).reward)
+            rows.append({"difficulty": sc.difficulty, "reward": statistics.mean(rewards) if rewards else 0.0,
+                         "outcome": env.state.outcome})
+        out[name] = rows
     return out
 
 
@@ -150,7 +176,7 @@ def shuffled_reward(fn, text_of):
 
 CONTROLS = {  # --control=KIND: what the control arm does with the GRPO arm's compute
     "shuffled": "same compute, rewards shuffled within each batch",
-    "imitation": "more imitation: supervised steps on new demonstrations, as many as GRPO's",
+    "imitation": "more imitation: as many supervised steps on the warm start's demonstrations as GRPO's",
 }
 
 
@@ -167,11 +193,13 @@ def train_arm(T, model, tok, cfg: dict, control: bool):
 
 
 def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int, s: dict):
-    """The imitation control: ``grpo_steps`` more supervised steps from the warm-started
-    weights, ``s['batch']`` demonstrations each (GRPO's completions per step), at GRPO's
-    learning rate, on demonstration scenarios after the warm start's."""
+    """The imitation control: from the warm-started weights, ``grpo_steps`` more supervised
+    steps (as many as GRPO's optimizer steps), ``s['batch']`` demonstrations each (GRPO's
+    completions per step), at GRPO's learning rate, on the warm start's own demonstrations
+    (the same WARM_START_POLICY, the same scenarios): GRPO's compute spent on more of the
+    warm start instead."""
     icfg = {**cfg, "WARM_START_SFT_STEPS": grpo_steps, "WARM_START_LR": s["lr"]}
-    T.warm_start(model, tok, icfg, batch_size=s["batch"], first_demo=max(64, s["warm_steps"]))
+    T.warm_start(model, tok, icfg, batch_size=s["batch"])
     return model
 
 
@@ -357,8 +385,14 @@ def closed_loop(results: list[dict]) -> dict | None:
     def change(later: str, earlier: str) -> list[float]:
         return [statistics.mean(r[later][i]["reward"] - r[earlier][i]["reward"] for r in results) for i in range(n)]
 
+    def success_change() -> list[float]:
+        won = lambda row: float(row["outcome"] == "success")  # noqa: E731
+        return [statistics.mean(won(r["episodes_after"][i]) - won(r["episodes_before"][i]) for r in results)
+                for i in range(n)]
+
     arms = ["before", "after"] + (["control"] if all(r.get("episodes_control") for r in results) else [])
     return {"episodes": n, "change": _interval(change("episodes_after", "episodes_before")),
+            "success_change": _interval(success_change()),
             "change_per_seed": [statistics.mean(a["reward"] - b["reward"] for a, b in
                                                 zip(r["episodes_after"], r["episodes_before"])) for r in results],
             "vs_control": _interval(change("episodes_after", "episodes_control")) if "control" in arms else None,
@@ -366,12 +400,74 @@ def closed_loop(results: list[dict]) -> dict | None:
 
 
 def play_shortfalls(play: dict) -> list[str]:
-    """What closed-loop play is worse than beyond noise (its interval does not reach above 0)."""
-    return [what for what, d in (("than before GRPO", play["change"]), ("than the control arm's", play["vs_control"]))
-            if d is not None and not (d["ci95"][1] is not None and d["ci95"][1] > 0)]
+    """Where closed-loop play fails the rule: its episode reward is worse than before GRPO
+    beyond noise (the interval does not reach above 0), its success rate fell beyond noise
+    (the interval lies below 0), or it does not beat the control arm's (that interval's
+    lower bound is not above 0)."""
+    out = []
+    hi = play["change"]["ci95"][1]
+    if not (hi is not None and hi > 0):
+        out.append("episode reward is worse than before GRPO")
+    success = play.get("success_change")
+    if success and success["ci95"][1] is not None and success["ci95"][1] < 0:
+        out.append("the success rate fell")
+    vs = play.get("vs_control")
+    if vs is not None and not (vs["ci95"][0] is not None and vs["ci95"][0] > 0):
+        out.append("episode reward does not beat the control arm's")
+    return out
 
 
-def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None) -> dict:
+def per_difficulty(results: list[dict], refs: list[dict], ref_play: dict[str, list[dict]] | None) -> dict[int, dict]:
+    """How far it gets, per difficulty: for each arm (the warm start, GRPO, the control when
+    run) and the references (the heuristic, the greedy maximiser ``oracle``: the reward's
+    ceiling) its decision quality (task reward among valid answers), regret against the
+    oracle, valid-JSON rate on the held-out prompts, and closed-loop success rate on the
+    final-evaluation starts of that difficulty."""
+    arms = ["before", "after"] + (["control"] if all(r.get("answers_control") for r in results) else [])
+    out: dict[int, dict] = {}
+    for d in sorted({ref["difficulty"] for ref in refs}):
+        idx = [i for i, ref in enumerate(refs) if ref["difficulty"] == d]
+        row = {}
+        for arm in arms:
+            answers = [x for r in results for i in idx for x in r[f"answers_{arm}"][i]]
+            valid = [x for x in answers if x["valid"]]
+            regrets = [refs[i]["oracle"] - x["task"] for r in results for i in idx for x in r[f"answers_{arm}"][i]
+                       if x["valid"]]
+            games = [g for r in results for g in (r.get(f"episodes_{arm}") or []) if g.get("difficulty") == d]
+            row[arm] = {"decision": _mean([x["task"] for x in valid]), "regret": _mean(regrets),
+                        "valid": _mean([float(x["valid"]) for x in answers]),
+                        "success": _mean([float(g["outcome"] == "success") for g in games])}
+        for name in ("heuristic", "oracle"):
+            games = [g for g in (ref_play or {}).get(name, []) if g["difficulty"] == d]
+            row[name] = {"decision": _mean([refs[i][name] for i in idx]),
+                         "regret": _mean([refs[i]["oracle"] - refs[i][name] for i in idx]), "valid": 1.0,
+                         "success": _mean([float(g["outcome"] == "success") for g in games])}
+        out[d] = row
+    return out
+
+
+ARM_NAMES = {"before": "warm start", "after": "GRPO", "control": "control", "heuristic": "heuristic",
+             "oracle": "greedy maximiser"}
+
+
+def format_per_difficulty(table: dict[int, dict]) -> list[str]:
+    """The per-difficulty table as markdown: one row per difficulty, per arm decision quality
+    / regret / valid JSON / closed-loop success."""
+    if not table:
+        return []
+    arms = list(next(iter(table.values())))
+    fmt = lambda x: "n/a" if x is None else f"{x:+.3f}"  # noqa: E731
+    lines = ["", "per difficulty: decision quality / regret vs the greedy maximiser / valid JSON / closed-loop success",
+             "| d | " + " | ".join(ARM_NAMES[a] for a in arms) + " |", "|---|" + "---:|" * len(arms)]
+    for d, row in table.items():
+        cells = [f"{fmt(row[a]['decision'])} / {fmt(row[a]['regret'])} / {_pct(row[a]['valid'])} / "
+                 f"{_pct(row[a]['success'])}" for a in arms]
+        lines.append(f"| {d} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None,
+              ref_play: dict[str, list[dict]] | None = None) -> dict:
     table = {}
     for m in METRICS:
         b = [r["before"][m] for r in results]
@@ -402,6 +498,7 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
             "collapsed": collapsed, "closed_loop": play, "closed_loop_ok": play_ok,
+            "per_difficulty": per_difficulty(results, refs, ref_play) if refs and all("difficulty" in x for x in refs) else {},
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
 
@@ -443,6 +540,7 @@ def format_table(summary: dict, n_seeds: int, control: str = "shuffled") -> str:
     play = summary.get("closed_loop")
     if play:
         lines.extend(format_play(play))
+    lines.extend(format_per_difficulty(summary.get("per_difficulty") or {}))
     return "\n".join(lines)
 
 
@@ -457,7 +555,7 @@ def format_play(play: dict) -> list[str]:
              f"(95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}, {play['episodes']} episodes); per seed "
              f"{[round(x, 3) for x in play['change_per_seed']]}",
              f"    first decision {both('first_decision', fmt)}, later decisions {both('later_decisions', fmt)}; "
-             f"success {both('success_rate', _pct)}; later decisions advancing their route {both('later_advancing', _pct)}, "
+             f"success {both('success_rate', _pct)}{_success_interval(play)}; later decisions advancing their route {both('later_advancing', _pct)}, "
              f"naming a step their route no longer needs {both('later_wrong_step', _pct)}, unparseable "
              f"{both('later_invalid', _pct)}"]
     if play.get("vs_control"):
@@ -465,6 +563,13 @@ def format_play(play: dict) -> list[str]:
         lines.append(f"    GRPO vs the control arm in closed-loop play: {v['mean']:+.3f} (95% CI {v['ci95'][0]:+.3f} .. "
                      f"{v['ci95'][1]:+.3f}); control episode reward {fmt(play['arms']['control']['episode_reward'])}")
     return lines
+
+
+def _success_interval(play: dict) -> str:
+    d = play.get("success_change")
+    if not d or d["mean"] is None:
+        return ""
+    return f" (paired change {d['mean']:+.1%}, 95% CI {d['ci95'][0]:+.1%} .. {d['ci95'][1]:+.1%})"
 
 
 def _pct(x: float | None) -> str:
@@ -484,8 +589,11 @@ def play_rule(summary: dict) -> str:
         return ""
     rule = (f"; closed-loop play (e) must not get worse beyond noise: its 95% CI must reach above 0 (upper bound "
             f"{play['change']['ci95'][1]:+.3f})")
+    if play.get("success_change"):
+        rule += f", nor its success rate fall beyond noise (upper bound {play['success_change']['ci95'][1]:+.1%})"
     if play.get("vs_control"):
-        rule += f", and so must GRPO's vs the control's (upper bound {play['vs_control']['ci95'][1]:+.3f})"
+        rule += (f"; GRPO must beat the control in closed-loop play: 95% CI above 0 (lower bound "
+                 f"{play['vs_control']['ci95'][0]:+.3f})")
     return rule
 
 
@@ -508,16 +616,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="the reduced CI version")
     parser.add_argument("--out", default="training_logs/learning_check", help="working directory for the runs")
     parser.add_argument("--json", default=None, help="where to write the results (default: OUT/learning_check.json)")
-    parser.add_argument("--control", nargs="?", const="shuffled", choices=sorted(CONTROLS), default=None,
-                        help="also train a control arm per seed from the same warm start: 'shuffled' (the default): the "
-                             "same curriculum with rewards shuffled within each batch; 'imitation': as many supervised "
-                             "steps on new heuristic demonstrations as GRPO took")
+    parser.add_argument("--control", nargs="?", const="imitation", choices=[*sorted(CONTROLS), "none"],
+                        default=None,
+                        help="the control arm trained per seed from the same warm-started weights, which GRPO must "
+                             "beat: 'imitation' (the default): as many supervised steps on the warm start's "
+                             "demonstrations as GRPO took optimizer steps; 'shuffled': the same curriculum with rewards "
+                             "shuffled within each batch; 'none': no control arm (GRPO is judged against its start "
+                             "only; the default of --quick)")
     parser.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
     parser.add_argument("--from-json", default=None, metavar="PATH",
                         help="train nothing: judge and print the seeds saved in PATH (a learning_check.json) "
                              "with today's rule")
     parser.add_argument("overrides", nargs="*", help="extra --KEY=value overrides for train_trl.py")
     args = parser.parse_args(argv)
+    if args.control is None:
+        args.control = "none" if args.quick else "imitation"
+    if args.control == "none":
+        args.control = None
     if args.from_json:
         return report_saved(Path(args.from_json))
     if args.deterministic:
@@ -564,7 +679,8 @@ def report_saved(path: Path) -> int:
 def report(results: list[dict], s: dict, quick: bool, control: str | None) -> dict:
     """Summarise the seeds, print the report and the verdict; returns the summary."""
     refs = reference_scores(held_out(s))
-    summary = summarise(results, quick=quick, refs=refs)
+    ref_play = reference_play(len(results[0].get("episodes_before") or [])) if not quick else None
+    summary = summarise(results, quick=quick, refs=refs, ref_play=ref_play)
     print(format_table(summary, len(results), control or "shuffled"))
     if summary["mean_frac_reward_zero_std"] is not None:
         print(f"mean frac_reward_zero_std over training: {summary['mean_frac_reward_zero_std']:.3f}")

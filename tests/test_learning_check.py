@@ -190,10 +190,61 @@ def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
     assert play["change"]["ci95"][0] > 0 and summary["paired"]["control"]["decision_vs_control"]["ci95"][0] > 0
     assert play["vs_control"]["mean"] == pytest.approx(-0.1) and play["vs_control"]["ci95"][1] < 0
     assert not summary["closed_loop_ok"] and not summary["passed"]
-    assert "GRPO's vs the control's (upper bound -0.100)" in L.play_rule(summary)
-    for r in seeds:  # the control plays as well as GRPO, give or take noise: passes
+    assert "GRPO must beat the control in closed-loop play: 95% CI above 0 (lower bound" in L.play_rule(summary)
+    assert L.play_shortfalls(play) == ["episode reward does not beat the control arm's"]
+    for r in seeds:  # the control plays as well as GRPO, give or take noise: GRPO did not beat it, fails
         r["episodes_control"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(after)])
+    assert not L.summarise(seeds)["passed"]
+    for r in seeds:  # GRPO plays better than the control beyond noise: passes
+        r["episodes_control"] = episodes([x - 0.1 + (0.02 if i % 2 else -0.02) for i, x in enumerate(after)])
     assert L.summarise(seeds)["passed"]
+
+
+def test_closed_loop_success_falling_beyond_noise_fails_even_when_the_reward_rises():
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2] * 3
+    seeds = []
+    for seed in (1, 2):
+        r = fake(seed, 0, 0, clear)
+        r["episodes_before"] = episodes(start, outcome="success")
+        r["episodes_after"] = episodes([x + 0.1 for x in start])  # more reward per step, but every success lost
+        seeds.append(r)
+    summary = L.summarise(seeds)
+    play = summary["closed_loop"]
+    assert play["change"]["ci95"][0] > 0 and play["success_change"]["mean"] == pytest.approx(-1.0)
+    assert L.play_shortfalls(play) == ["the success rate fell"] and not summary["passed"]
+    assert "success 100% -> 0% (paired change -100.0%" in "\n".join(L.format_play(play))
+    for r in seeds:  # one start in eight lost its success, one won it: noise, passes
+        r["episodes_after"] = [dict(e, outcome="success" if i % 8 else "timeout") for i, e in enumerate(r["episodes_after"])]
+        r["episodes_before"] = [dict(e, outcome="success" if i % 8 != 1 else "timeout")
+                                for i, e in enumerate(r["episodes_before"])]
+    assert L.summarise(seeds)["passed"]
+
+
+def test_per_difficulty_table_lists_every_arm_and_the_references():
+    refs = [{"difficulty": 1 + i % 2, "oracle": 0.9, "heuristic": 0.7} for i in range(4)]
+    seed = fake(1, 0, 0, [(0.1, 0.5), (0.2, 0.6), (0.1, 0.4), (-0.6, 0.8)], control=[0.2, 0.3, 0.2, 0.3])
+    seed["episodes_before"] = [{"difficulty": 1 + i % 2, "reward": 0.0, "outcome": "timeout"} for i in range(4)]
+    seed["episodes_after"] = [{"difficulty": 1 + i % 2, "reward": 0.1, "outcome": "success"} for i in range(4)]
+    seed["episodes_control"] = seed["episodes_before"]
+    play = {"heuristic": [{"difficulty": d, "outcome": "success"} for d in (1, 2)],
+            "oracle": [{"difficulty": 1, "outcome": "success"}, {"difficulty": 2, "outcome": "timeout"}]}
+    table = L.per_difficulty([seed], refs, play)
+    assert sorted(table) == [1, 2] and list(table[1]) == ["before", "after", "control", "heuristic", "oracle"]
+    assert table[1]["before"]["decision"] == pytest.approx(0.1) and table[1]["before"]["valid"] == 1.0
+    assert table[2]["before"]["valid"] == 0.5 and table[2]["before"]["decision"] == pytest.approx(0.2)
+    assert table[1]["after"]["regret"] == pytest.approx(0.9 - 0.45) and table[1]["after"]["success"] == 1.0
+    assert table[2]["oracle"]["success"] == 0.0 and table[1]["heuristic"]["regret"] == pytest.approx(0.2)
+    lines = "\n".join(L.format_per_difficulty(table))
+    assert "| d | warm start | GRPO | control | heuristic | greedy maximiser |" in lines
+    assert "| 2 | +0.200 / +0.700 / 50% / 0% |" in lines
+
+
+def test_reference_play_is_the_heuristic_and_the_greedy_maximiser_on_the_evaluation_starts():
+    play = L.reference_play(5)
+    assert [g["difficulty"] for g in play["heuristic"]] == [1, 2, 3, 4, 5]
+    assert all(g["outcome"] in ("success", "timeout", "failure") for rows in play.values() for g in rows)
+    assert play == L.reference_play(5)  # deterministic
 
 
 @pytest.mark.parametrize("content", ["", "{not json", '{"seeds": []}', "[1, 2]", '{"seeds": [], "settings": {}}',
@@ -239,7 +290,7 @@ def test_control_arm_is_compared_pairwise_with_grpo():
     assert "GRPO vs the control arm (more imitation" in L.format_table(L.summarise([seed]), 1, "imitation")
 
 
-def test_control_flag_takes_a_kind_and_defaults_to_shuffled(tmp_path, monkeypatch, capsys):
+def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypatch, capsys):
     seen = []
 
     def stop(seed, out, s, extra, control=None):
@@ -247,10 +298,10 @@ def test_control_flag_takes_a_kind_and_defaults_to_shuffled(tmp_path, monkeypatc
         raise SystemExit(0)
 
     monkeypatch.setattr(L, "run_seed", stop)
-    for argv in (["--control"], ["--control=imitation"], []):
+    for argv in (["--control"], ["--control=shuffled"], ["--control=none"], [], ["--quick"]):
         with pytest.raises(SystemExit):
-            L.main(["--seeds", "1", "--quick", "--out", str(tmp_path), *argv])
-    assert seen == ["shuffled", "imitation", None]
+            L.main(["--seeds", "1", "--out", str(tmp_path), *argv])
+    assert seen == ["imitation", "shuffled", None, "imitation", None]  # the full check runs the imitation control
     with pytest.raises(SystemExit) as err:
         L.main(["--control=unknown", "--out", str(tmp_path)])
     assert err.value.code == 2 and "invalid choice" in capsys.readouterr().err
