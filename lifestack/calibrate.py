@@ -11,7 +11,7 @@ ordering the design contract asks for fails (docs/rewards.md, "Calibration"):
 * random, lazy and every hack below ``THRESHOLD`` and below the heuristic.
 
 With ``--episodes E`` it also plays E seeded closed-loop episodes of up to
-``EPISODE_HORIZON`` turns per difficulty with each honest policy and prints the share
+``episodes.MAX_HORIZON`` turns per difficulty with each honest policy and prints the share
 that end in success and the mean episode task reward (``lifestack.value.episode_reward``).
 """
 
@@ -24,14 +24,16 @@ import sys
 from statistics import mean
 
 from .env import LifeStackEnv
-from .policies import HACKS, HONEST, POLICIES
+from .hacks import HACK_POLICIES
+from .policies import HONEST
 from .scenarios import sample_scenario
-from .value import episode_reward, reference_value, score_decision
+from .value import CURRICULUM_THRESHOLD, episode_reward, reference_value, score_decision
 
-THRESHOLD = 0.6
+POLICIES = {**HONEST, **HACK_POLICIES}  # what the calibration ranks
+
+THRESHOLD = CURRICULUM_THRESHOLD  # the decision reward the curriculum asks for before raising difficulty
 MARGIN = 0.05
 DIFFICULTIES = (1, 2, 3, 4, 5)
-EPISODE_HORIZON = 8  # no task lasts longer
 
 
 def calibrate(n_states: int = 40, seed: int = 1000) -> dict[int, dict[str, float]]:
@@ -51,11 +53,13 @@ def calibrate(n_states: int = 40, seed: int = 1000) -> dict[int, dict[str, float
     return table
 
 
-def closed_loop(n_episodes: int = 24, seed: int = 2000, horizon: int = EPISODE_HORIZON) -> dict[int, dict[str, dict]]:
+def closed_loop(n_episodes: int = 24, seed: int = 2000, horizon: int | None = None) -> dict[int, dict[str, dict]]:
     """Per difficulty and honest policy: ``{"success": share of episodes that end in
     success, "episode_reward": mean episode task reward}`` over ``n_episodes`` seeded
     closed-loop episodes (the same starts for every policy)."""
-    from .episodes import Episode, play  # episodes import the evaluation, which imports this package's core
+    from .episodes import MAX_HORIZON, Episode, play  # episodes import the evaluation, which imports this package's core
+
+    horizon = horizon or MAX_HORIZON  # every task ends by itself before it
 
     table: dict[int, dict[str, dict]] = {}
     for difficulty in DIFFICULTIES:
@@ -88,7 +92,7 @@ def check_ordering(table: dict[int, dict[str, float]]) -> list[str]:
     for d, row in table.items():
         if row["oracle"] <= THRESHOLD + MARGIN:
             problems.append(f"d{d}: oracle {row['oracle']:.3f} not above {THRESHOLD + MARGIN}")
-        for name in ["random", "lazy", *HACKS]:
+        for name in ["random", "lazy", *HACK_POLICIES]:
             if row[name] >= THRESHOLD:
                 problems.append(f"d{d}: {name} {row[name]:.3f} not below {THRESHOLD}")
             if row[name] >= row["heuristic"]:
@@ -123,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.episodes:
         loop = closed_loop(args.episodes, args.seed)
         print(f"\nclosed loop: episodes that end in success, mean episode task reward "
-              f"({args.episodes} episodes of up to {EPISODE_HORIZON} turns per difficulty)")
+              f"({args.episodes} episodes per difficulty, each played to the task's end)")
         print(format_closed_loop(loop, args.episodes))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:

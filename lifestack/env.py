@@ -13,7 +13,7 @@ state a prompt was written from.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any, Mapping, NamedTuple
 
@@ -29,12 +29,9 @@ from .reward import (
     reasoning_coherence,
     task_reward,
     vocabulary_of,
-    words_of,
 )
+from .task_index import TaskIndex, task_index
 from .tasks import (
-    ExoEvent,
-    Milestone,
-    Route,
     Task,
     all_hold,
     any_holds,
@@ -90,51 +87,60 @@ class EpisodeState:
     derived: tuple[str, StateContext] | None = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "v": SNAPSHOT_VERSION,
-            "seed": self.seed,
-            "metrics": dict(self.metrics),  # unrounded: JSON floats round-trip exactly
-            "resources": dict(self.resources),
-            "budget": dict(self.budget),
-            "world": dict(self.world),
-            "hidden": dict(self.hidden),
-            "step": self.step,
-            "route_progress": {k: list(v) for k, v in self.route_progress.items()},
-            "closed_routes": list(self.closed_routes),
-            "milestones": list(self.milestones),
-            "events_fired": list(self.events_fired),
-            "done": self.done,
-            "outcome": self.outcome,
-        }
+        """A JSON-ready snapshot (every field but ``derived``; floats unrounded: JSON floats
+        round-trip exactly); inverse of :meth:`from_dict`."""
+        return {"v": SNAPSHOT_VERSION, **{name: copy(getattr(self, name)) for name, copy, _ in _STATE_FIELDS}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EpisodeState:
         if d.get("v") != SNAPSHOT_VERSION:
             raise ValueError(f"unsupported snapshot version {d.get('v')!r}")
-        metrics = {p: float(d["metrics"][p]) for p in METRIC_PATHS}
-        resources = {k: float(d["resources"][k]) for k in RESOURCE_NAMES}
-        return cls(
-            seed=int(d["seed"]),
-            metrics=metrics,
-            resources=resources,
-            budget={k: float(d["budget"][k]) for k in RESOURCE_NAMES},
-            world=dict(d["world"]),
-            hidden=dict(d["hidden"]),
-            step=int(d["step"]),
-            route_progress={str(k): list(v) for k, v in d["route_progress"].items()},
-            closed_routes=list(d["closed_routes"]),
-            milestones=list(d["milestones"]),
-            events_fired=list(d["events_fired"]),
-            done=bool(d["done"]),
-            outcome=str(d["outcome"]),
-        )
+        return cls(*[read(d[name]) for name, _, read in _STATE_FIELDS])
 
     def clone(self) -> EpisodeState:
-        return EpisodeState(
-            self.seed, dict(self.metrics), dict(self.resources), dict(self.budget), dict(self.world), dict(self.hidden),
-            self.step, {k: list(v) for k, v in self.route_progress.items()}, list(self.closed_routes),
-            list(self.milestones), list(self.events_fired), self.done, self.outcome, self.derived,
-        )
+        return EpisodeState(*[copy(getattr(self, name)) for name, copy, _ in _STATE_FIELDS], self.derived)
+
+
+def _state_field_codecs() -> tuple[tuple[str, Any, Any], ...]:
+    """(name, copy, read) for each snapshot field of EpisodeState, in order, from its
+    annotations: ``copy`` makes an independent copy (clone, to_dict), ``read`` checks and
+    converts a JSON value back (from_dict; metrics and resources must have every key)."""
+    keys = {"metrics": METRIC_PATHS, "resources": RESOURCE_NAMES, "budget": RESOURCE_NAMES}
+    by_type = {
+        "int": (int, int), "bool": (bool, bool), "str": (str, str),
+        "dict[str, Any]": (dict, dict), "list[str]": (list, list),
+        "dict[str, list[str]]": (lambda v: {k: list(x) for k, x in v.items()},
+                                 lambda v: {str(k): list(x) for k, x in v.items()}),
+    }
+    out = []
+    for f in fields(EpisodeState):
+        if f.name == "derived":
+            continue
+        if f.name in keys:
+            names = keys[f.name]
+            out.append((f.name, dict, lambda v, names=names: {k: float(v[k]) for k in names}))
+        else:
+            copy, read = by_type[f.type]
+            out.append((f.name, (lambda v: v) if copy in (int, bool, str) else copy, read))
+    return tuple(out)
+
+
+_STATE_FIELDS = _state_field_codecs()
+
+
+class Acted(NamedTuple):
+    """What acting did (LifeStackEnv._act): an unaffordable action did nothing."""
+
+    affordable: bool
+    spent_fraction: float = 0.0
+    route_status: str = "none"
+    route_fraction: float = 0.0
+    route_value: float = 0.0
+    claimed_gain: float = 0.0
+    plausibility: float = 1.0
+    cascade_harm: float = 0.0
+    good_changes: dict[str, float] = {}  # read-only here: never mutated
+    overspend: float = 0.0
 
 
 class StateContext(NamedTuple):
@@ -166,67 +172,6 @@ def initial_state(task: Task, conflict: ConflictEvent | None, seed: int, graph: 
 def event_roll(seed: int, event_id: str) -> float:
     """The episode's deterministic roll for one event (stable across processes)."""
     return random.Random(f"{seed}:{event_id}").random()
-
-
-@dataclass(frozen=True)
-class TaskIndex:
-    """Lookups derived from one :class:`Task`, built once per task object.
-
-    Tasks are immutable and shared by every prompt of the same (domain, difficulty,
-    seed), so the step reads these instead of scanning the task's tuples each time.
-    """
-
-    routes: Mapping[str, Route]
-    route_words: Mapping[str, frozenset[str]]  # words naming each route (reasoning coherence)
-    route_names: tuple[tuple[str, str], ...]  # (id, name) of each route (reasoning faithfulness)
-    # words of every *other* route, keyed by the chosen route id ("" for none)
-    other_route_words: Mapping[str, frozenset[str]]
-    all_route_words: frozenset[str]
-    # milestones whose condition reads a world key the route changes when it advances
-    milestones_by_route: Mapping[str, tuple[Milestone, ...]]
-    milestones_by_id: Mapping[str, Milestone]
-    events_by_step: Mapping[int, tuple[ExoEvent, ...]]
-    events_by_id: Mapping[str, ExoEvent]
-
-    @classmethod
-    def build(cls, task: Task) -> TaskIndex:
-        words = {r.id: frozenset(w for w in words_of(r.id + " " + r.name) if len(w) > 3) for r in task.viable_routes}
-        every = frozenset().union(*words.values())
-        others = {rid: every - w for rid, w in words.items()}
-        others[""] = every
-        by_route = {}
-        for r in task.viable_routes:
-            keys = {r.progress_key, *r.consequences}
-            by_route[r.id] = tuple(m for m in task.milestones if m.condition_key in keys)
-        by_step: dict[int, list[ExoEvent]] = {}
-        for ev in task.event_schedule:
-            by_step.setdefault(ev.step, []).append(ev)
-        return cls(
-            routes={r.id: r for r in reversed(task.viable_routes)},  # the first route of an id wins, as Task.route
-            route_words=words, route_names=tuple((r.id, r.name) for r in task.viable_routes), other_route_words=others, all_route_words=every, milestones_by_route=by_route,
-            milestones_by_id={m.id: m for m in reversed(task.milestones)},
-            events_by_step={k: tuple(v) for k, v in by_step.items()},
-            events_by_id={e.id: e for e in task.event_schedule},  # the last of an id wins, as rebuild_state had it
-        )
-
-
-def task_index(task: Task) -> TaskIndex:
-    """The :class:`TaskIndex` of ``task``, built on first use and kept on the task itself
-    (tasks are frozen; the index is not a field, so equality, hashing and
-    ``dataclasses.replace`` ignore it and a replaced task gets its own)."""
-    index = getattr(task, "__dict__", {}).get("_lifestack_index")
-    if index is None:
-        index = TaskIndex.build(task)
-        try:
-            object.__setattr__(task, "_lifestack_index", index)
-        except (AttributeError, TypeError):  # an object without a __dict__: rebuild next time
-            pass
-    return index
-
-
-def route_words(task: Task) -> Mapping[str, frozenset[str]]:
-    """Words naming each route (for reasoning coherence)."""
-    return task_index(task).route_words
 
 
 class LifeStackEnv:
@@ -333,62 +278,94 @@ class LifeStackEnv:
 
     # -- the step ------------------------------------------------------------------------
     def step(self, action: LifeStackAction | str | Mapping[str, Any], *, faithful_by_construction: bool = False) -> Observation:
-        """One decision. ``faithful_by_construction`` skips checking that the reasoning is
-        true of the action, for callers whose answers are faithful by construction (the
-        reference continuation of ``lifestack.value``, which plays the heuristic: a test
-        holds that checking would score exactly the same)."""
+        """One decision: read the action, act (pay, advance the route, apply the metric
+        changes), let time pass (events, milestones, the end), score it.
+
+        ``faithful_by_construction`` skips checking that the reasoning is true of the
+        action, for callers whose answers are faithful by construction (the reference
+        continuation of ``lifestack.value``, which plays the heuristic: a test holds that
+        checking would score exactly the same)."""
         s = self._require_state()
-        task = self.task
+        action_or_reason = self._read_action(action)
+        if isinstance(action_or_reason, str):  # a rejected action changes nothing, not even the step counter
+            return self._observation(P_INVALID_ACTION, {"error": action_or_reason, "total": P_INVALID_ACTION},
+                                     [f"action rejected: {action_or_reason}"], [])
+        action = action_or_reason
+        if s.done:
+            return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
+        info: list[str] = []
+        ctx = self._context(s)
+        s.derived = None  # the state is about to change
+        before, resources_before, milestones_before = s.metrics, s.resources, len(s.milestones)
+        acted = self._act(s, action, info)
+        fired, milestone_gain, success, failure, timeout = self._pass_time(s, action.route, acted.route_status,
+                                                                                 milestones_before, info)
+        r_score, stuffing, faithful = self._reasoning(s, action, ctx, resources_before, faithful_by_construction)
+        outcome = StepOutcome(
+            action=action, before=before, after=s.metrics, budget_fraction_spent=acted.spent_fraction,
+            affordable=acted.affordable, claimed_gain=acted.claimed_gain, plausibility=acted.plausibility,
+            route_status=acted.route_status, route_fraction=acted.route_fraction, route_value=acted.route_value,
+            milestone_gain=milestone_gain, best_step_reward=ctx.best_step_reward,
+            success=success, failure=failure, timeout=timeout,
+            replan_applicable=bool(ctx.event_words), cascade_harm=acted.cascade_harm, overspend=acted.overspend,
+            reasoning_score=r_score, stuffing=stuffing, changes=acted.good_changes, damaged=ctx.damaged,
+        )
+        result = task_reward(outcome)
+        breakdown = result.breakdown()
+        breakdown["plausibility"] = acted.plausibility
+        breakdown["claimed_gain"] = acted.claimed_gain
+        breakdown["milestone_gain"] = milestone_gain
+        breakdown["route_status"] = acted.route_status  # type: ignore[assignment]
+        breakdown["reasoning.faithfulness"] = faithful
+        return self._observation(result.total, breakdown, info, fired)
+
+    @staticmethod
+    def _read_action(action: LifeStackAction | str | Mapping[str, Any]) -> LifeStackAction | str:
+        """The validated action, or the reason it was rejected."""
         notes: tuple[str, ...] = ()
         if isinstance(action, LifeStackAction) and not action.validated:
             # Built by hand: it gets the same checks as text (negative costs, NaN, envelopes).
             action, notes = action.to_dict(), action.notes
-        if not isinstance(action, LifeStackAction):
-            parsed, reason = parse_action(dict(action) if isinstance(action, Mapping) else action)
-            if parsed is None:
-                # A rejected action changes nothing, not even the step counter.
-                return self._observation(P_INVALID_ACTION, {"error": reason, "total": P_INVALID_ACTION},
-                                         [f"action rejected: {reason}"], [])
-            action = parsed if not notes else with_notes(parsed, notes + parsed.notes)
-        if s.done:
-            return self._observation(0.0, {"total": 0.0}, ["episode is already over"], [])
+        if isinstance(action, LifeStackAction):
+            return action
+        parsed, reason = parse_action(dict(action) if isinstance(action, Mapping) else action)
+        if parsed is None:
+            return reason
+        return parsed if not notes else with_notes(parsed, notes + parsed.notes)
 
-        info: list[str] = []
-        ctx = self._context(s)
-        s.derived = None  # the state is about to change
-        index = self._index
-        before = s.metrics
-        cost = action.resource_cost
-        res = s.resources
-        route_status, route_fraction, route_value = "none", 0.0, 0.0
-        milestones_before = len(s.milestones)
-        affordable = cost["time"] <= res["time"] + 1e-9 and cost["money"] <= res["money"] + 1e-9 \
-            and cost["energy"] <= res["energy"] + 1e-9
-        if affordable:
-            # 1. pay; 2. the route; 3. the metric changes (and their cascade)
-            spent_fraction, energy_cost = self._pay(s, cost)
-            if action.route:
-                route_status, route_fraction, route_value = self._advance_route(s, action, info)
-            claimed_gain, plausibility, cascade_harm, good_changes = self._apply_changes(s, action, energy_cost, info)
-            overspend = 0.0
-        else:
+    def _act(self, s: EpisodeState, action: LifeStackAction, info: list[str]) -> Acted:
+        """Pay, advance the route, apply the metric changes (and their cascade); an action
+        the resources cannot pay for does nothing."""
+        cost, res = action.resource_cost, s.resources
+        if not all(cost[k] <= res[k] + 1e-9 for k in RESOURCE_NAMES):
             short = [k for k in RESOURCE_NAMES if cost[k] > res[k] + 1e-9]
+            info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
             # how far over: the largest overshoot as a share of that resource's starting budget
             overspend = max((cost[k] - res[k]) / max(s.budget[k], 1.0) for k in short)
-            info.append(f"unaffordable: not enough {', '.join(short)}; nothing happened")
-            spent_fraction, claimed_gain, plausibility, cascade_harm, good_changes = 0.0, 0.0, 1.0, 0.0, {}
+            return Acted(affordable=False, good_changes={}, overspend=overspend)
+        spent_fraction, energy_cost = self._pay(s, cost)
+        route_status, route_fraction, route_value = "none", 0.0, 0.0
+        if action.route:
+            route_status, route_fraction, route_value = self._advance_route(s, action, info)
+        claimed_gain, plausibility, cascade_harm, good_changes = self._apply_changes(s, action, energy_cost, info)
+        return Acted(True, spent_fraction, route_status, route_fraction, route_value, claimed_gain, plausibility,
+                     cascade_harm, good_changes)
 
-        # 4. time passes; scheduled events fire
+    def _pass_time(self, s: EpisodeState, route: str | None, route_status: str, milestones_before: int,
+                   info: list[str]) -> tuple[list[str], float, bool, bool, bool]:
+        """Time passes: scheduled events fire, milestones are reached, the episode may end.
+        ``(events fired, milestone reward gained since ``milestones_before`` (the route may
+        have reached some), success, failure, timeout)``."""
+        task = self.task
         s.step += 1
         fired = self._fire_events(s, info)
-        # 5. milestones, success, failure, timeout. They read only the world and hidden
-        # state, which only routes and events change: when neither did, nothing new can
-        # hold (hot-path saving).
+        # Milestones, success and failure read only the world and hidden state, which only
+        # routes and events change: when neither did, nothing new can hold (hot path).
         milestone_gain, success, failure = 0.0, False, False
         if fired or route_status == "advanced" or route_status == "completed":
             world, hidden, reached = s.world, s.hidden, s.milestones
             # events may touch any key: then every milestone is checked
-            for m in task.milestones if fired else index.milestones_by_route[action.route]:
+            for m in task.milestones if fired else self._index.milestones_by_route[route]:
                 if m.id not in reached and condition_holds(world, hidden, m.condition_key, m.condition_value):
                     reached.append(m.id)
                     info.append(f"milestone reached: {m.description}")
@@ -402,35 +379,25 @@ class LifeStackEnv:
             s.done = True
             s.outcome = "success" if success else "failure" if failure else "timeout"
             info.append(f"episode over: {s.outcome}")
+        return fired, milestone_gain, success, failure, timeout
 
+    def _reasoning(self, s: EpisodeState, action: LifeStackAction, ctx: StateContext,
+                   resources_before: Mapping[str, float], faithful_by_construction: bool) -> tuple[float, bool, float]:
+        """``(reasoning score, keyword stuffing, faithfulness)``: is the reasoning coherent with
+        the state, the action and its route, and is it true of the action (the numbers,
+        type, route and metrics it states)? The score is coherence x faithfulness."""
+        index = self._index
         r_score, stuffing = reasoning_coherence(action.reasoning, action, damaged=ctx.damaged_top,
                                                 route_words=index.route_words, event_words=ctx.event_words,
                                                 damaged_vocab=ctx.damaged_vocab,
                                                 other_route_words=index.other_route_words.get(action.route or "", index.all_route_words))
-        # ... and is it true of the action? (numbers, type, route, metrics it states)
         faithful = 1.0
         if r_score > 0.0 and not faithful_by_construction:
-            faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names,
-                                       truths={k: (res[k], s.resources[k], s.budget[k]) for k in RESOURCE_NAMES},
+            truths = {k: (resources_before[k], s.resources[k], s.budget[k]) for k in RESOURCE_NAMES}
+            faithful, _ = faithfulness(action.reasoning, action, routes=index.route_names, truths=truths,
                                        scale=s.budget, facts=self._facts(s))
             r_score *= faithful
-        outcome = StepOutcome(
-            action=action, before=before, after=s.metrics, budget_fraction_spent=spent_fraction,
-            affordable=affordable, claimed_gain=claimed_gain, plausibility=plausibility,
-            route_status=route_status, route_fraction=route_fraction, route_value=route_value,
-            milestone_gain=milestone_gain, best_step_reward=ctx.best_step_reward,
-            success=success, failure=failure, timeout=timeout,
-            replan_applicable=bool(ctx.event_words), cascade_harm=cascade_harm, overspend=overspend,
-            reasoning_score=r_score, stuffing=stuffing, changes=good_changes, damaged=ctx.damaged,
-        )
-        result = task_reward(outcome)
-        breakdown = result.breakdown()
-        breakdown["plausibility"] = plausibility
-        breakdown["claimed_gain"] = claimed_gain
-        breakdown["milestone_gain"] = milestone_gain
-        breakdown["route_status"] = route_status  # type: ignore[assignment]
-        breakdown["reasoning.faithfulness"] = faithful
-        return self._observation(result.total, breakdown, info, fired)
+        return r_score, stuffing, faithful
 
     def _facts(self, s: EpisodeState) -> tuple[float, ...]:
         """The numbers the prompt's FACTS line shows (a fare, ...): true for a reasoning to state."""

@@ -31,9 +31,10 @@ from .generator import TaskGenerator
 from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation, strip_metadata
 from .scenarios import Scenario, conflict_from_metadata, rebuild_state, round_state, task_from_metadata
 from .tasks import Task
-from .value import OUTCOME_SHARE, OUTCOME_WEIGHTS, RESULT_SCORES, episode_outcome, episode_reward  # noqa: F401  (their old home)
+from .value import episode_outcome
 
 # What the world does with a turn whose answer could not be read: as if the model did nothing.
+MAX_HORIZON = 8  # the most turns an episode may be asked for (no task lasts longer: 5 at most today)
 IDLE_ANSWER = ('{"action_type": "rest", "target_domain": "mental_wellbeing", "route": null, "metric_changes": {}, '
                '"resource_cost": {"time": 0, "money": 0, "energy": 0}, "reasoning": "No action this turn."}')
 

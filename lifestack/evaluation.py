@@ -100,9 +100,6 @@ class Evaluator:
         cache_put(self.prompts, text, result, self.prompt_cache_size)
         return result
 
-    def cached(self, ptext: str, ctext: str) -> dict | None:
-        return self.evaluations.get((ptext, ctext))
-
     def evaluate(self, ptext: str, ctext: str) -> dict[str, Any]:
         """``{"reward", "breakdown", "action"}`` (+ ``info``, ``situation`` for a parsed
         action), or the fallback (-0.5, ``breakdown["error"]``). Cached; may raise only

@@ -48,7 +48,7 @@ import sqlite3
 import sys
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -87,19 +87,6 @@ ILLUSTRATIVE_NOTE_PREFIX = "[illustrative]"
 SEED_EPISODE_PREFIX = "seed-"
 
 _REQUIRED_STRINGS = ("episode_id", "situation", "action_type", "target_domain")
-_FIELDS = (
-    "episode_id",
-    "situation",
-    "action_type",
-    "target_domain",
-    "overall_effectiveness",
-    "domains_improved",
-    "domains_worsened",
-    "notes",
-    "submitted_at",
-    "pressured_domain",
-    "difficulty",
-)
 #: A record that names a difficulty applies in full there, at this weight one level away,
 #: and not at all further away.
 NEIGHBOUR_DIFFICULTY_WEIGHT = 0.5
@@ -232,19 +219,8 @@ class OutcomeFeedback:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (lists for the domain tuples); inverse of :meth:`from_dict`."""
-        return {
-            "episode_id": self.episode_id,
-            "situation": self.situation,
-            "action_type": self.action_type,
-            "target_domain": self.target_domain,
-            "overall_effectiveness": self.overall_effectiveness,
-            "domains_improved": list(self.domains_improved),
-            "domains_worsened": list(self.domains_worsened),
-            "notes": self.notes,
-            "submitted_at": self.submitted_at,
-            "pressured_domain": self.pressured_domain,
-            "difficulty": self.difficulty,
-        }
+        values = ((name, getattr(self, name)) for name in _FIELDS)
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in values}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "OutcomeFeedback":
@@ -276,6 +252,11 @@ class OutcomeFeedback:
         if self.submitted_at:
             return self
         return OutcomeFeedback(**{**self.to_dict(), "submitted_at": _utc_now_iso()})
+
+
+#: The record's fields, in order: the dataclass is their one list (to_dict, from_dict,
+#: the table's columns and the rows read back all follow it).
+_FIELDS = tuple(f.name for f in fields(OutcomeFeedback))
 
 
 # --------------------------------------------------------------------------- paths
@@ -361,36 +342,22 @@ def migrate(conn: sqlite3.Connection, target: int = SCHEMA_VERSION) -> tuple[int
 
 # --------------------------------------------------------------------------- store
 
-_INSERT_SQL = (
-    "INSERT INTO feedback (episode_id, situation, action_type, target_domain, "
-    "overall_effectiveness, domains_improved, domains_worsened, notes, submitted_at, "
-    "submitted_epoch, pressured_domain, difficulty) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SELECT_COLS = (
-    "id, episode_id, situation, action_type, target_domain, overall_effectiveness, "
-    "domains_improved, domains_worsened, notes, submitted_at, pressured_domain, difficulty"
-)
+# A row stores every field (the domain lists as JSON) and, after submitted_at, the same
+# time as a number (submitted_epoch: what the ordering and the recency weight read).
+_COLUMNS = tuple(c for name in _FIELDS for c in ((name, "submitted_epoch") if name == "submitted_at" else (name,)))
+_INSERT_SQL = f"INSERT INTO feedback ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))})"
+_SELECT_COLS = ", ".join(("id", *_FIELDS))
 
 # (situation, action_type) -> [(pressured_domain, difficulty, target_domain, (eff - 5) / 5)]
 _ScoreEntry = list[tuple[str, int, str, float]]
 
 
 def _row_params(fb: OutcomeFeedback) -> tuple[Any, ...]:
-    fb = fb.with_timestamp()
-    return (
-        fb.episode_id,
-        fb.situation,
-        fb.action_type,
-        fb.target_domain,
-        fb.overall_effectiveness,
-        json.dumps(list(fb.domains_improved)),
-        json.dumps(list(fb.domains_worsened)),
-        fb.notes,
-        fb.submitted_at,
-        _parse_timestamp(fb.submitted_at).timestamp(),
-        fb.pressured_domain,
-        fb.difficulty,
-    )
+    """The values of _COLUMNS for one record (stamped now when it has no time)."""
+    d = fb.with_timestamp().to_dict()
+    row = {name: json.dumps(v) if isinstance(v, list) else v for name, v in d.items()}
+    row["submitted_epoch"] = _parse_timestamp(d["submitted_at"]).timestamp()
+    return tuple(row[c] for c in _COLUMNS)
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, OutcomeFeedback]]:
@@ -725,6 +692,10 @@ def _domain_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+# Record fields whose `add` option has a shorter name (--effectiveness, --improved, ...).
+_CLI_NAMES = {"overall_effectiveness": "effectiveness", "domains_improved": "improved", "domains_worsened": "worsened"}
+
+
 def _build_parser() -> argparse.ArgumentParser:
     db_help = f"database file (default: ${ENV_DB_PATH} or {default_db_path()})"
     common = _Parser(add_help=False)
@@ -792,19 +763,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with FeedbackStore(getattr(args, "db", None)) as store:
             if args.command == "add":
-                fb = OutcomeFeedback(
-                    episode_id=args.episode_id or uuid.uuid4().hex,
-                    situation=args.situation,
-                    action_type=args.action_type,
-                    target_domain=args.target_domain,
-                    overall_effectiveness=args.effectiveness,
-                    domains_improved=tuple(args.improved),
-                    domains_worsened=tuple(args.worsened),
-                    notes=args.notes,
-                    submitted_at=args.submitted_at,
-                    pressured_domain=args.pressured_domain,
-                    difficulty=args.difficulty,
-                )
+                given = {name: getattr(args, _CLI_NAMES.get(name, name)) for name in _FIELDS}
+                fb = OutcomeFeedback.from_dict({**given, "episode_id": args.episode_id or uuid.uuid4().hex})
                 store.add(fb)
                 print(f"recorded {fb.episode_id} in {store.path}")
             elif args.command == "list":

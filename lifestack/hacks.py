@@ -20,7 +20,8 @@ import re
 from typing import Any, Callable, Mapping
 
 from .actions import ACTION_TYPES, MAX_METRIC_DELTA, LifeStackAction
-from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv, task_index
+from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv
+from .task_index import task_index
 from .faithfulness import AMBIGUOUS_TYPES, METRIC_PHRASES
 from .metrics import METRIC_PATHS, domain_of
 from .policies import heuristic, raw_delta, worst_metrics
@@ -268,6 +269,32 @@ HACKS: dict[str, Hack] = {
     "untouched_metric_claimed": untouched_metric_claimed,
     "garbage": garbage,
 }
+
+
+# The families calibrate.py ranks as whole policies against the honest ones, by the task
+# reward alone. The others are the format and integrity rewards' business: unknown metrics,
+# for one, are dropped by the parser, so the task reward scores the rest of the answer.
+CALIBRATED_HACKS = {
+    "hack_free_claims": "huge_free_claims",
+    "hack_negative_cost": "negative_costs",
+    "hack_nan_inf": "non_finite",
+    "hack_keyword_stuffing": "keyword_list_all_vocabulary",
+}
+
+
+def hack_policy(family: str) -> Callable[..., str]:
+    """The hack ``family`` as a policy ``(env, rng) -> text``: applied to the honest answer
+    at the env's state."""
+    hack = HACKS[family]
+
+    def policy(env: LifeStackEnv, rng: Any = None) -> str:
+        return hack(honest_action(env), HackContext(env))
+
+    policy.__name__ = f"hack_{family}"
+    return policy
+
+
+HACK_POLICIES = {name: hack_policy(family) for name, family in CALIBRATED_HACKS.items()}
 
 
 def honest_action(env: LifeStackEnv) -> dict[str, Any]:

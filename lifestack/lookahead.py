@@ -21,7 +21,7 @@ from typing import Callable
 
 from .actions import ACTION_TYPES
 from .env import EpisodeState, LifeStackEnv
-from .episodes import episode_outcome, episode_reward
+from .value import episode_outcome, episode_reward
 from .policies import planned_action, worst_metrics
 from .scenarios import round_state
 from .tasks import Task

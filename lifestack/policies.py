@@ -16,7 +16,6 @@ from typing import Callable
 from .actions import ACTION_TYPES
 from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv
 from .metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, domain_of, goodness
-from .reward import VOCABULARY
 
 # The action type that naturally helps each domain when no route step is due.
 DOMAIN_ACTION = {
@@ -219,46 +218,9 @@ def lazy(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     return completion("rest", "mental_wellbeing", None, {}, {"time": 0, "money": 0, "energy": 0}, "I will wait.")
 
 
-def hack_huge_free_claims(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    changes = {p: raw_delta(p, 20.0) for p in METRIC_PATHS}
-    return completion("spend", "career", None, changes, {"time": 0, "money": 0, "energy": 0}, "Everything improves.")
-
-
-def hack_negative_costs(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    changes = {p: raw_delta(p, 10.0) for p in worst_metrics(env, 3)}
-    return completion("negotiate", domain_of(next(iter(changes))), None, changes,
-                      {"time": -5, "money": -1000, "energy": -20}, "Negotiating refunds pays me back.")
-
-
-def hack_nan_inf(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    return ('{"action_type": "spend", "target_domain": "finances", "metric_changes": '
-            '{"finances.liquidity": NaN, "mental_wellbeing.stress_level": -Infinity}, '
-            '"resource_cost": {"time": 0, "money": 0, "energy": 0}, "reasoning": "x"}')
-
-
-def hack_unknown_metrics(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    return completion("communicate", "relationships", None, {"life.happiness": 20, "career.salary": 50},
-                      {"time": 0, "money": 0, "energy": 0}, "Overall happiness and salary go up.")
-
-
-def hack_keyword_stuffing(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    """The honest heuristic action with its reasoning replaced by a bag of domain words."""
-    action = json.loads(heuristic(env))
-    words = sorted(VOCABULARY) + [w for r in env.task.route_ids for w in r.split("_")]
-    action["reasoning"] = " ".join(words + ["time", "money", "energy", "budget", "cost"])
-    return json.dumps(action)
-
-
 Policy = Callable[[LifeStackEnv, random.Random], str]
 HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic,
                              "random_honest": random_honest, "random": random_valid, "lazy": lazy}
 # What a warm start may imitate (WARM_START_POLICY): the decisions, or only the form.
 DEMONSTRATORS: dict[str, Policy] = {"heuristic": heuristic, "format": random_honest}
-HACKS: dict[str, Policy] = {
-    "hack_free_claims": hack_huge_free_claims,
-    "hack_negative_cost": hack_negative_costs,
-    "hack_nan_inf": hack_nan_inf,
-    "hack_unknown_metrics": hack_unknown_metrics,
-    "hack_keyword_stuffing": hack_keyword_stuffing,
-}
-POLICIES: dict[str, Policy] = {**HONEST, **HACKS}
+# The reward hacks are lifestack.hacks.HACKS (one catalog); hacks.HACK_POLICIES plays some as policies.

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .conflicts import ConflictEvent, generate_conflict, get_conflict
-from .env import EpisodeState, LifeStackEnv, task_index
+from .env import EpisodeState, LifeStackEnv
+from .task_index import task_index
 from .generator import DOMAINS, TaskGenerator
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .tasks import Task
@@ -71,6 +72,12 @@ def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, ge
         taken += 1
     round_state(env.state)
     return Scenario(seed, difficulty, task, conflict, env.state, taken)
+
+
+def sample_scenarios(n: int, difficulty: int | None, seed: int) -> list[Scenario]:
+    """``n`` scenarios, item ``i`` from ``sample_scenario(seed + i, ...)`` (reasoning-gym's
+    ``Random(seed + index)``); ``difficulty=None`` cycles 1..5."""
+    return [sample_scenario(seed + i, difficulty if difficulty is not None else 1 + i % 5) for i in range(n)]
 
 
 def scenario_metadata(sc: Scenario) -> dict[str, Any]:

@@ -30,14 +30,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from .episodes import Episode, Turn
+from .episodes import MAX_HORIZON, Episode, Turn
 from .generator import DOMAINS, MAX_DIFFICULTY, MIN_DIFFICULTY
 from .scenarios import sample_scenario
 
 MAX_SEED = 2**63 - 1  # JSON integers beyond this lose precision in many clients
-MAX_HORIZON = 32  # turns one episode may be asked for; every task ends by itself well before
 DEFAULT_DIFFICULTY = 1
-DEFAULT_HORIZON = 8  # the trainer's MAX_HORIZON: no task lasts longer, so the task decides the end
+DEFAULT_HORIZON = MAX_HORIZON  # no task lasts longer, so the task decides the end
 RESET_FIELDS = {"seed", "difficulty", "task_family", "domain", "horizon", "episode_id", "session_id", "scenario"}
 # OpenEnv's StepRequest fields besides "action": accepted and ignored (a step is fast and cannot time out).
 STEP_EXTRA_FIELDS = {"session_id", "timeout_s", "request_id"}
@@ -177,7 +176,7 @@ def reset_params(body: Any, default_horizon: int = DEFAULT_HORIZON) -> ResetPara
     return ResetParams(seed, difficulty, domain, horizon, episode_id, scenario)
 
 
-def completion_text(action: Any) -> str:
+def answer_text(action: Any) -> str:
     """The answer text a step plays, from the request's ``action``:
 
     - a string: the model's raw text, played verbatim (JSON or text containing it);
@@ -417,7 +416,7 @@ class LifeStackService:
             field="session_id", client_sessions=len(mine))
 
     def step(self, session_id: Any, action: Any) -> dict[str, Any]:
-        text = completion_text(action)
+        text = answer_text(action)
         with self.sessions.use(session_id) as s:
             ep = s.episode
             if ep is None:

@@ -54,6 +54,10 @@ from .tasks import Task
 OUTCOME_WEIGHTS = {"result": 0.5, "milestones": 0.25, "resources": 0.25}
 RESULT_SCORES = {"success": 1.0, "failure": -1.0}  # timeout / still running: 0
 OUTCOME_SHARE = 0.5  # of an episode's task reward; the rest is the mean of its turns' task rewards
+# The held-out mean decision reward above which the curriculum raises difficulty: the
+# reward is calibrated so the greedy maximiser clears it and random and hacked answers do
+# not (lifestack.calibrate); scripts/train_trl.py's ADVANCE_THRESHOLD defaults to it.
+CURRICULUM_THRESHOLD = 0.6
 VALUE_SHARE = 0.9  # of a single decision's reward that is its episode value (the rest: its step reward)
 ADVANTAGE_SCALE = 1.0 / (1.0 - OUTCOME_SHARE)  # 2: with (k_h + 1), one decision's share of an episode, inverted
 

@@ -26,14 +26,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-import train_trl as T  # noqa: E402
+import train_trl as T  # noqa: E402  (the trainer itself: build_config, train_curriculum)
+from lifestack.training.models import load_model  # noqa: E402
+from lifestack.training.run_state import fresh_state  # noqa: E402
+from lifestack.training.warm_start import warm_start  # noqa: E402
 
 
 def one_stage(model, tok, horizon: int, work: Path, seed: int) -> dict[str, float]:
     cfg = T.build_config([f"--OUTPUT_DIR={work / 'out'}", f"--LOG_DIR={work / 'logs'}", f"--HORIZON={horizon}",
                           "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=16", "--N_EVAL_PROMPTS=2", "--INTEGRITY_PROMPTS=0",
                           f"--SEED={seed}", "--REPORT_TO=none", "--LOG_INTERVAL=1000000"], profile="cpu")
-    T.train_curriculum(model, tok, cfg, T.fresh_state(cfg))
+    T.train_curriculum(model, tok, cfg, fresh_state(cfg))
     history = [json.loads(x) for x in (work / "logs" / "train_history.jsonl").read_text().splitlines()]
     steps = [h for h in history if "step_time" in h]
     return {"step_time": statistics.median(h["step_time"] for h in steps),
@@ -51,8 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(tmp)
         cfg = T.build_config([f"--OUTPUT_DIR={tmp / 'base_out'}", f"--CPU_BASE_DIR={tmp / 'base'}",
                               f"--WARM_START_SFT_STEPS={args.warm_steps}", f"--SEED={args.seed}"], profile="cpu")
-        model, tok = T.load_model(cfg, banner=False)
-        T.warm_start(model, tok, cfg)
+        model, tok = load_model(cfg, banner=False)
+        warm_start(model, tok, cfg)
         results: dict[int, list[dict]] = {1: [], args.horizon: []}
         for r in range(args.repeats):
             for h in (1, args.horizon) if r % 2 == 0 else (args.horizon, 1):  # alternate: drift hits both

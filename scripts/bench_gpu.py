@@ -20,20 +20,20 @@ What it does. The model is ``Qwen2ForCausalLM`` built from the real configuratio
 Qwen/Qwen2.5-1.5B-Instruct (``lifestack/data/model_configs/qwen2.5-1.5b-instruct.json``:
 28 layers, hidden 1536, 12 query / 2 key-value heads, vocabulary 151,936) with RANDOM
 weights: nothing is ever downloaded (HF_HUB_OFFLINE=1 is set before transformers is
-imported). The tokenizer is the trainer's offline one (``train_trl.build_tiny_tokenizer``,
+imported). The tokenizer is the trainer's offline one (``lifestack.training.tiny_model.build_tiny_tokenizer``,
 about 2,000 ids); by default the model keeps the real 151,936-row embedding so memory
 and the LM-head cost are realistic, and the tokenizer's ids are simply a subset of it.
 The special-token ids in the model config are remapped to that tokenizer's.
 Training is TRL's ``GRPOTrainer`` on ``train_trl.generate_dataset`` prompts with the real
 ``train_trl.REWARD_FUNCS`` and ``REWARD_WEIGHTS``, on the transformers + PEFT path
-(LoRA) by default, in the precision the trainer's rule picks (``train_trl.choose_precision``:
+(LoRA) by default, in the precision the trainer's rule picks (``lifestack.training.models.choose_precision``:
 bf16 on compute capability 8.0+, fp16 below, fp32 on CPU; trained weights fp32). A random model writes random tokens, so completions run to
 ``max_completion_length`` and rewards are low: the figures measure cost, not learning.
 
 Printed (and written by ``--json PATH``): the shape; step time (median over the steps
 after the first, warm-up step); completion tokens generated per second of step time
 (and per second of ``generate()`` itself); the share of step time spent in reward code
-(``train_trl.RUN_CONTEXT["reward_seconds"]``); peak GPU memory
+(``train_trl.RUN.reward_seconds``); peak GPU memory
 (``torch.cuda.max_memory_allocated``) or, on a CPU, the process's peak RSS.
 
 Needs torch, transformers, peft, accelerate, trl and datasets
@@ -185,18 +185,18 @@ def build_tokenizer(directory: Path, kind: str = "tiny"):
     """The tokenizer, built into ``directory`` (reused when already there): ``qwen`` is
     Qwen2.5-Instruct's own, rebuilt from the qwen extra's ranks (``lifestack.qwen_tokens``:
     the real prompt and answer lengths); ``tiny`` the trainer's offline CPU one."""
-    import train_trl
+    from lifestack.training import models, tiny_model
     from transformers import AutoTokenizer
 
     if kind == "qwen":
         from lifestack.qwen_tokens import qwen25_tokenizer
 
-        return train_trl._prepare_tokenizer(qwen25_tokenizer(directory))
+        return models._prepare_tokenizer(qwen25_tokenizer(directory))
     if not (directory / "tokenizer_config.json").exists():
         directory.mkdir(parents=True, exist_ok=True)
-        train_trl.build_tiny_tokenizer(directory)
+        tiny_model.build_tiny_tokenizer(directory)
     tok = AutoTokenizer.from_pretrained(str(directory))  # the trainer's own load path
-    return train_trl._prepare_tokenizer(tok)
+    return models._prepare_tokenizer(tok)
 
 
 def model_config(tok, shape: str, vocab: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -256,6 +256,7 @@ def _save_for_reload(model, tok, directory: Path) -> None:
 def load_policy(mode: str, kwargs: Mapping[str, Any], tok, device: str, dtype, seed: int, work: Path):
     """(model, trainable-parameter count) for ``mode``."""
     import train_trl
+    from lifestack.training import models
 
     lora_cfg = {"LORA_RANK": getattr(train_trl, "LORA_RANK", 16), "LORA_ALPHA": getattr(train_trl, "LORA_ALPHA", 32)}
     if mode == "unsloth":
@@ -281,8 +282,8 @@ def load_policy(mode: str, kwargs: Mapping[str, Any], tok, device: str, dtype, s
             model.name_or_path = str(path)
             model.config._name_or_path = str(path)
         if mode in ("peft", "vllm"):
-            model = train_trl._apply_lora(model, lora_cfg)
-            train_trl._fp32_trainable(model)  # adapters train in fp32 over a half-precision base
+            model = models._apply_lora(model, lora_cfg)
+            models._fp32_trainable(model)  # adapters train in fp32 over a half-precision base
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     return model, trainable
 
@@ -341,12 +342,12 @@ def make_step_clock(sync):
 
         def on_train_begin(self, args, state, control, **kwargs):
             sync()
-            self.reward0 = train_trl.RUN_CONTEXT["reward_seconds"]
+            self.reward0 = train_trl.RUN.reward_seconds
             self.t0 = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kwargs):
             sync()
-            self.stamps.append((time.perf_counter(), train_trl.RUN_CONTEXT["reward_seconds"],
+            self.stamps.append((time.perf_counter(), train_trl.RUN.reward_seconds,
                                 self.gen_seconds, self.gen_tokens))
 
         def per_step(self) -> list[dict[str, float]]:
@@ -425,21 +426,23 @@ def run_bench(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("bench_gpu: GRPO needs --num-generations >= 2")
 
     import train_trl
+    from lifestack.training import models
     from trl import GRPOTrainer
 
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     # The trainer's own rule: bf16 only on compute capability 8.0+ (a T4 gets fp16), and
     # weights that train are fp32 (the base under a LoRA sits in the compute precision).
-    precision = train_trl.choose_precision(tuple(torch.cuda.get_device_capability()) if cuda else None)
+    precision = models.choose_precision(tuple(torch.cuda.get_device_capability()) if cuda else None)
     bf16 = precision == "bf16"
     lora = args.mode in ("peft", "vllm", "unsloth")
-    dtype = train_trl.torch_dtype(train_trl.weight_precision(precision, lora))
+    dtype = models.torch_dtype(models.weight_precision(precision, lora))
     result.update(precision=precision, weights_dtype=str(dtype).removeprefix("torch."))
     work = Path(tempfile.mkdtemp(prefix="bench_gpu_"))
     try:
         # Rewards log samples and read the feedback DB: keep both inside the temp dir.
-        train_trl.RUN_CONTEXT.update(log_dir=str(work / "logs"), phase="train", stage=1, difficulty=0)
-        train_trl.configure_feedback(str(work / "feedback.sqlite3"), "zero")
+        train_trl.RUN.log.open(work / "logs")
+        train_trl.RUN.phase, train_trl.RUN.stage, train_trl.RUN.difficulty = "train", 1, 0
+        train_trl.RUN.feedback.configure(str(work / "feedback.sqlite3"), "zero")
         if cuda:
             torch.cuda.reset_peak_memory_stats()
 

@@ -35,14 +35,16 @@ def write_pairs(path: Path, n_pairs: int, n_prompts: int = 100) -> None:
     sys.path.insert(0, str(ROOT / "scripts"))
     import train_trl as T
     from bench_rewards import fresh_completions
+    from lifestack.prompts import prompt_text
+    from lifestack.training.rewards import EVALUATOR
 
     ds = T.generate_dataset(n_prompts, None, seed=7)
     contexts = []
     for p in ds["prompt"]:
-        task, state, _ = T._prompt_context(T.prompt_text(p))
+        task, state, _ = EVALUATOR.context(prompt_text(p))
         contexts.append((p, task, state))
     pairs = fresh_completions(contexts, n_pairs, seed=1)
-    path.write_text(json.dumps([[T.prompt_text(p), c] for p, c in pairs]))
+    path.write_text(json.dumps([[prompt_text(p), c] for p, c in pairs]))
 
 
 def workload(pairs_file: str, n: int, log_dir: str) -> None:
@@ -50,14 +52,15 @@ def workload(pairs_file: str, n: int, log_dir: str) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
     import train_trl as T
+    from lifestack.training.rewards import EVALUATOR
 
-    T.RUN_CONTEXT["log_dir"] = log_dir
+    T.RUN.log.open(log_dir)
     pairs = json.loads(Path(pairs_file).read_text())
     seen = set()
     for prompt, _ in pairs:
         if prompt not in seen:
             seen.add(prompt)
-            T._prompt_context(prompt)
+            EVALUATOR.context(prompt)
     for prompt, completion in pairs[:n]:
         T.get_lifestack_evaluation(completion, prompt)
 

@@ -69,20 +69,22 @@ def main(argv=None) -> int:
 
     import train_trl as T
     from lifestack import generator as G
+    from lifestack.prompts import prompt_text
+    from lifestack.training.rewards import EVALUATOR
     from lifestack.env import LifeStackEnv
     from lifestack.scenarios import rebuild_state, task_from_metadata
 
     tmp = tempfile.mkdtemp(prefix="lifestack-bench-")
-    T.RUN_CONTEXT["log_dir"] = tmp
-    T.configure_feedback(str(Path(tmp) / "feedback.sqlite3"))
-    T.feedback_store()
+    T.RUN.log.open(tmp)
+    T.RUN.feedback.configure(str(Path(tmp) / "feedback.sqlite3"))
+    T.RUN.feedback.store()
 
     t0 = time.perf_counter()
     ds = T.generate_dataset(n_prompts, None, seed=7)
     prompts = list(ds["prompt"])
     contexts = []
     for p in prompts:
-        task, state, meta = T._prompt_context(T.prompt_text(p))
+        task, state, meta = EVALUATOR.context(prompt_text(p))
         contexts.append((p, task, state, meta))
     pairs = fresh_completions([(p, t, s) for p, t, s, _ in contexts], n_pairs, seed=1)
 
@@ -112,7 +114,7 @@ def main(argv=None) -> int:
     # 2. get_lifestack_evaluation on fresh pairs (prompt contexts cached, evaluations not)
     rates = []
     for _ in range(repeats):
-        T._EVAL_CACHE.clear()
+        EVALUATOR.evaluations.clear()
         t = time.perf_counter()
         for prompt, completion in pairs:
             T.get_lifestack_evaluation(completion, prompt)
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
     # 3. six reward functions on one 64-completion batch (16 prompts x 4 generations)
     batch_ms = []
     for r in range(repeats * 3):
-        T._EVAL_CACHE.clear()
+        EVALUATOR.evaluations.clear()
         start = (r * 64) % max(len(pairs) - 64, 1)
         chunk = pairs[start:start + 64]
         batch_prompts = [p for p, _ in chunk]

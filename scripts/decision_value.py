@@ -98,12 +98,13 @@ def spearman(a: list[float], b: list[float]) -> float:
 
 def measure(first_seed: int, states: int, episodes: int) -> dict:
     sys.path.insert(0, str(ROOT / "scripts"))
-    import train_trl as T
+    import train_trl as T  # the six reward functions
+    from lifestack.training.rewards import reward_vector, weighted_reward
 
     weights = T.REWARD_WEIGHTS
 
     def total(text: str, prompt) -> float:
-        return T.weighted_reward(T.reward_vector(text, prompt), weights)
+        return weighted_reward(reward_vector(T.REWARD_FUNCS, text, prompt), weights)
 
     spend_wins = {"2 metrics": 0, "3 metrics": 0, "as many as needed": 0}
     overpay_wins = overpay_n = n = 0

@@ -41,7 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=6, help="evaluation seeds (default 6)")
     parser.add_argument("overrides", nargs="*", help="the trainer's --KEY=value overrides of the run")
     args = parser.parse_args(argv)
-    import train_trl as T
+    import train_trl as T  # build_config: the trainer's constants and overrides
+    from lifestack.training.evaluation import run_episodes
+    from lifestack.training.models import load_model
 
     out_dir = Path(args.output_dir)
     models = saved_models(out_dir)
@@ -49,12 +51,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no saved model (config.json) in {out_dir} or its stage_N folders", file=sys.stderr)
         return 1
     cfg = T.build_config([f"--OUTPUT_DIR={out_dir}", *args.overrides])  # resolves the profile as the trainer does
-    T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    T.RUN.configure(cfg)
     seeds = [cfg["SEED"] + 20_000_000 + 1_000 * k for k in range(args.seeds)]
     print(f"[eval stages] {len(models)} models x {len(seeds)} seeds x {cfg['N_EVAL_EPISODES']} greedy episodes")
     for name, path in models:
-        model, tok = T.load_model(cfg, path, banner=False, collective=False)
-        means = [statistics.mean(r["reward"] for r in T.run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s))
+        model, tok = load_model(cfg, path, banner=False, collective=False)
+        means = [statistics.mean(r["reward"] for r in run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s, T.RUN))
                  for s in seeds]
         print(f"{name}: mean {statistics.mean(means):+.3f} over seeds; per seed "
               + ", ".join(f"{m:+.3f}" for m in means), flush=True)

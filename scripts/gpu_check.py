@@ -9,7 +9,7 @@ On a CUDA machine it runs ``scripts/bench_gpu.py``'s measurement once per profil
 autocast) and ``unsloth`` (4-bit QLoRA) when Unsloth imports — on the real
 Qwen2.5-1.5B architecture with random weights (nothing is downloaded), and prints one
 table: the compute precision the trainer's rule chose for this GPU
-(``train_trl.choose_precision``: bf16 only on compute capability 8.0+, so a T4 gets
+(``choose_precision``: bf16 only on compute capability 8.0+, so a T4 gets
 fp16), the weights' dtype, peak GPU memory, seconds per step, generated tokens per second,
 the reward code's share of step time, and how many trainable tensors the training
 changed (every one must, or the run would silently learn nothing). A random model's
@@ -47,9 +47,9 @@ def plan(cuda: bool) -> list[dict]:
 
 
 def precision_table() -> dict[str, str]:
-    import train_trl
+    from lifestack.training.models import choose_precision
 
-    return {name: train_trl.choose_precision(cap) for name, cap in REFERENCE_GPUS.items()}
+    return {name: choose_precision(cap) for name, cap in REFERENCE_GPUS.items()}
 
 
 def check_profile(profile: str, cpu: bool, steps: int | None) -> dict:
@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available() and not args.dry_run
     device = torch.cuda.get_device_name(0) if cuda else "cpu"
     capability = tuple(torch.cuda.get_device_capability()) if cuda else None
-    import train_trl
+    from lifestack.training.models import choose_precision
 
     print(f"[gpu check] device {device}" + (f" (compute capability {capability[0]}.{capability[1]})" if capability else "")
-          + f" -> precision {train_trl.choose_precision(capability)}", flush=True)
+          + f" -> precision {choose_precision(capability)}", flush=True)
     print("[gpu check] the rule on reference GPUs: "
           + ", ".join(f"{k} {v}" for k, v in precision_table().items()), flush=True)
     steps = plan(cuda or torch.cuda.is_available())

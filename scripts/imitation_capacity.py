@@ -33,27 +33,30 @@ for _p in (ROOT, ROOT / "scripts"):
 
 
 def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path) -> dict:
-    import train_trl as T
+    import train_trl as T  # build_config and the reward functions
+    from lifestack.training.evaluation import evaluate_policy, held_out_prompts
+    from lifestack.training.models import load_model
+    from lifestack.training.warm_start import warm_start
     from learning_check import HELD_OUT_SEED, action_key, reference_scores
     from transformers import set_seed
 
     argv = [f"--OUTPUT_DIR={work / 'out'}", f"--LOG_DIR={work / 'logs'}", f"--SEED={seed}",
             "--WARM_START_POLICY=heuristic", f"--WARM_START_SFT_STEPS={every}", f"--FEEDBACK_DB={work / 'fb.sqlite3'}"]
     cfg = T.build_config(argv, profile="cpu")
-    T.configure_feedback(cfg["FEEDBACK_DB"])
-    T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    T.RUN.feedback.configure(cfg["FEEDBACK_DB"])
+    T.RUN.configure(cfg)
     set_seed(seed)
-    model, tok = T.load_model(cfg, banner=False)
-    prompts = T.held_out_prompts(n_prompts, None, HELD_OUT_SEED)  # difficulties 1-5, both families
+    model, tok = load_model(cfg, banner=False)
+    prompts = held_out_prompts(n_prompts, None, HELD_OUT_SEED)  # difficulties 1-5, both families
     refs = reference_scores(prompts)
     heuristic_quality = statistics.fmean(r["heuristic"] for r in refs)
     rows, done, t0 = [], 0, time.perf_counter()
     while done < steps:
         block = min(every, steps - done)
         # new demonstrations for every block (first_demo), the warm start's own loop
-        T.warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": block}, first_demo=10_000 * (done // every + 1))
+        warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": block}, first_demo=10_000 * (done // every + 1))
         done += block
-        result = T.evaluate_policy(model, tok, prompts, cfg)
+        result = evaluate_policy(model, tok, prompts, cfg, T.RUN)
         evs = [T.get_lifestack_evaluation(c, p) for c, p in zip(result["completions"], prompts)]
         valid = [(ev, r) for ev, r in zip(evs, refs) if ev["action"] is not None]
         quality = statistics.fmean(float(ev["reward"]) for ev, _ in valid) if valid else None

@@ -65,6 +65,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from lifestack.prompts import completion_text, prompt_text  # noqa: E402
+from lifestack.training.evaluation import (  # noqa: E402
+    evaluate_policy, evaluation_starts, held_out_prompts, run_episodes,
+)
+from lifestack.training.models import load_model  # noqa: E402
+from lifestack.training.rewards import EVALUATOR  # noqa: E402
+from lifestack.training.warm_start import warm_start  # noqa: E402
+from lifestack.training.watch import stage_diversity  # noqa: E402
+
 HELD_OUT_SEED = 31_000_000  # fixed: every seed is measured on the same prompts
 EPISODE_SEED = 32_000_000  # fixed: every seed plays the same closed-loop episode starts
 ADVANCING = ("advanced", "completed")  # route_status of a step that moved its route on
@@ -113,7 +122,7 @@ def episode_scores(T, model, tok, cfg: dict, n: int) -> list[dict]:
     ``evaluation_starts``, difficulty 1 -> 5, families alternating) on the fixed starts of
     EPISODE_SEED: per episode its reward, each step's reward and route status, its outcome."""
     keep = ("difficulty", "domain", "reward", "steps", "outcome", "valid_json_rate", "turn_rewards", "route_statuses")
-    return [{k: r[k] for k in keep if k in r} for r in T.run_episodes(model, tok, cfg, n, EPISODE_SEED)]
+    return [{k: r[k] for k in keep if k in r} for r in run_episodes(model, tok, cfg, n, EPISODE_SEED, T.RUN)]
 
 
 def reference_scores(prompts: list) -> list[dict]:
@@ -126,7 +135,7 @@ def reference_scores(prompts: list) -> list[dict]:
     env = LifeStackEnv()
     out = []
     for prompt in prompts:
-        task, state, meta = T._prompt_context(T.prompt_text(prompt))
+        task, state, meta = EVALUATOR.context(prompt_text(prompt))
         row = {"difficulty": int(meta.get("difficulty", 0))}
         for name, policy in (("oracle", oracle), ("heuristic", heuristic)):
             env.restore(task, state)
@@ -142,13 +151,12 @@ def reference_play(n: int) -> dict[str, list[dict]]:
     highest decision reward) closed-loop play on the trainer's final-evaluation starts of
     EPISODE_SEED, stepped as ``run_episodes`` steps a model (HORIZON = 1): per episode its
     difficulty, mean step reward and outcome."""
-    import train_trl as T
     from lifestack.policies import heuristic, oracle
 
     out = {}
     for name, policy in (("heuristic", heuristic), ("oracle", oracle)):
         rows = []
-        for sc, env in T.evaluation_starts(n, EPISODE_SEED):
+        for sc, env in evaluation_starts(n, EPISODE_SEED):
             rewards = []
             while not env.state.done and len(rewards) < env.task.horizon:
                 rewards.append(env.step(policy(env)).reward)
@@ -185,7 +193,7 @@ def train_arm(T, model, tok, cfg: dict, control: bool):
     if not control:
         return T.train_curriculum(model, tok, cfg)
     real = list(T.REWARD_FUNCS)
-    T.REWARD_FUNCS[:] = [shuffled_reward(f, T.completion_text) for f in real]
+    T.REWARD_FUNCS[:] = [shuffled_reward(f, completion_text) for f in real]
     try:
         return T.train_curriculum(model, tok, cfg)
     finally:
@@ -199,7 +207,7 @@ def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int, s: dict):
     (the same WARM_START_POLICY, the same scenarios): GRPO's compute spent on more of the
     warm start instead."""
     icfg = {**cfg, "WARM_START_SFT_STEPS": grpo_steps, "WARM_START_LR": s["lr"]}
-    T.warm_start(model, tok, icfg, batch_size=s["batch"])
+    warm_start(model, tok, icfg, batch_size=s["batch"])
     return model
 
 
@@ -216,32 +224,32 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str |
         f"--FEEDBACK_DB={out_dir / 'feedback.sqlite3'}", *extra,
     ]
     cfg = T.build_config(argv, profile="cpu")
-    T.configure_feedback(cfg["FEEDBACK_DB"])
-    T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"], log_interval=cfg["LOG_INTERVAL"])
+    T.RUN.feedback.configure(cfg["FEEDBACK_DB"])
+    T.RUN.configure(cfg)
     set_seed(seed)
     t0 = time.perf_counter()
-    model, tok = T.load_model(cfg, banner=False)
-    T.warm_start(model, tok, cfg)
-    prompts = T.held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
-    before = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
+    model, tok = load_model(cfg, banner=False)
+    warm_start(model, tok, cfg)
+    prompts = held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
+    before = evaluate_policy(model, tok, prompts, cfg, T.RUN, samples=s["samples"])
     episodes_before = episode_scores(T, model, tok, cfg, s["episodes"])
     start = copy.deepcopy(model) if control else None  # the control arm starts from the same weights
     model, state = train_arm(T, model, tok, cfg, control=False)
-    after = T.evaluate_policy(model, tok, prompts, cfg, samples=s["samples"])
+    after = evaluate_policy(model, tok, prompts, cfg, T.RUN, samples=s["samples"])
     episodes_after = episode_scores(T, model, tok, cfg, s["episodes"])
     control_answers = control_episodes = None
     if control:
         ccfg = {**cfg, "OUTPUT_DIR": str(run_dir / "control_model"), "LOG_DIR": str(run_dir / "control_logs")}
-        T.RUN_CONTEXT.update(log_dir=ccfg["LOG_DIR"])
+        T.RUN.configure(ccfg)
         set_seed(seed)
         if control == "imitation":
             start = imitation_arm(T, start, tok, ccfg, sum(st["steps"] for st in state["stages"]), s)
         else:
             start, _ = train_arm(T, start, tok, ccfg, control=True)
-        control_after = T.evaluate_policy(start, tok, prompts, ccfg, samples=s["samples"])
+        control_after = evaluate_policy(start, tok, prompts, ccfg, T.RUN, samples=s["samples"])
         control_answers = answer_scores(prompts, control_after["completions"], s["samples"])
         control_episodes = episode_scores(T, start, tok, ccfg, s["episodes"])
-        T.RUN_CONTEXT.update(log_dir=cfg["LOG_DIR"])
+        T.RUN.configure(cfg)
 
     def row(r: dict) -> dict:
         return {**r["reward_means"], "valid_json_rate": r["valid_json_rate"]}
@@ -250,8 +258,8 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str |
     answered = [p for p in prompts for _ in range(s["samples"])]  # the prompt of each completion, in order
     return {
         "seed": seed, "before": row(before), "after": row(after), "seconds": round(time.perf_counter() - t0, 1),
-        "diversity_before": T.stage_diversity(answered, before["completions"]),
-        "diversity_after": T.stage_diversity(answered, after["completions"]),
+        "diversity_before": stage_diversity(answered, before["completions"]),
+        "diversity_after": stage_diversity(answered, after["completions"]),
         "answers_changed": sum(a != b for a, b in zip(before["completions"], after["completions"])) / len(after["completions"]),
         "answers_before": answer_scores(prompts, before["completions"], s["samples"]),
         "answers_after": answer_scores(prompts, after["completions"], s["samples"]),
@@ -604,9 +612,7 @@ def fmt_bound(d: dict) -> str:
 
 def held_out(s: dict) -> list:
     """The fixed held-out prompts (the same for every seed)."""
-    import train_trl as T
-
-    return T.held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
+    return held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -627,8 +633,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-json", default=None, metavar="PATH",
                         help="train nothing: judge and print the seeds saved in PATH (a learning_check.json) "
                              "with today's rule")
+    parser.add_argument("--versus", nargs=2, default=None, metavar=("A", "B"),
+                        help="train nothing: compare the GRPO arms of two saved runs (learning_check.json files of "
+                             "the same seeds, e.g. two recipes): B minus A, paired over prompts and starts")
     parser.add_argument("overrides", nargs="*", help="extra --KEY=value overrides for train_trl.py")
     args = parser.parse_args(argv)
+    if args.versus:
+        return compare_runs(Path(args.versus[0]), Path(args.versus[1]))
     if args.control is None:
         args.control = "none" if args.quick else "imitation"
     if args.control == "none":
@@ -653,7 +664,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
     summary = report(results, s, args.quick, args.control)
     path = Path(args.json) if args.json else out / "learning_check.json"
-    s = {**s, "control": args.control, "deterministic": args.deterministic}
+    s = {**s, "control": args.control, "deterministic": args.deterministic, "overrides": list(args.overrides)}
     path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))
     return 0 if summary["passed"] else 1
 
@@ -674,6 +685,44 @@ def report_saved(path: Path) -> int:
     print(f"[learning check] {len(results)} saved seeds from {path} (seeds {[r['seed'] for r in results]}), "
           "judged with today's rule", flush=True)
     return 0 if report(results, s, quick, control)["passed"] else 1
+
+
+def compare_runs(a_path: Path, b_path: Path) -> int:
+    """``--versus A B``: run B's trained policy against run A's, seed by seed (the same
+    seed warm-starts the same weights, so two recipes differ only in what GRPO did):
+    decision quality paired over prompts, closed-loop play paired over starts, and each
+    run's valid-JSON rate and mean share of zero-variance groups."""
+    try:
+        runs = [json.loads(p.read_text()) for p in (a_path, b_path)]
+        by_seed = [{r["seed"]: r for r in run["seeds"]} for run in runs]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"--versus: not two learning_check.json files ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
+    seeds = sorted(set(by_seed[0]) & set(by_seed[1]))
+    if not seeds:
+        print("--versus: the two runs share no seed", file=sys.stderr)
+        return 2
+    merged = [{"seed": seed, "answers_before": by_seed[0][seed]["answers_after"],
+               "answers_after": by_seed[1][seed]["answers_after"],
+               "episodes_before": by_seed[0][seed].get("episodes_after"),
+               "episodes_after": by_seed[1][seed].get("episodes_after")} for seed in seeds]
+    print(f"[learning check] B = {b_path} vs A = {a_path}, seeds {seeds} (after GRPO in both)")
+    for name, run in (("A", runs[0]), ("B", runs[1])):
+        rows = [by_seed[0 if name == "A" else 1][seed] for seed in seeds]
+        zero = [z for r in rows for z in r.get("frac_reward_zero_std") or [] if z is not None]
+        valid = [x["valid"] for r in rows for prompt in r["answers_after"] for x in prompt]
+        print(f"  {name}: valid JSON {statistics.mean(valid):.0%}, mean frac_reward_zero_std "
+              f"{statistics.mean(zero) if zero else float('nan'):.3f}, training overrides "
+              f"{run.get('settings', {}).get('overrides', 'n/a')}")
+    print(f"  decision quality B - A: {_fmt_interval(_interval(decision_change(merged, 'answers_after', 'answers_before')))}")
+    play = closed_loop(merged)
+    if play:
+        d, w = play["change"], play["success_change"]
+        print(f"  closed-loop episode reward B - A: {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}, "
+              f"{play['episodes']} starts); success {_pct(play['arms']['before']['success_rate'])} (A) vs "
+              f"{_pct(play['arms']['after']['success_rate'])} (B), paired change {w['mean']:+.1%} "
+              f"(95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+    return 0
 
 
 def report(results: list[dict], s: dict, quick: bool, control: str | None) -> dict:

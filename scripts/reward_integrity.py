@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lifestack.env import LifeStackEnv  # noqa: E402
+from lifestack.prompts import build_prompt  # noqa: E402
 from lifestack.hacks import HACKS  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
@@ -42,14 +43,15 @@ from lifestack.scenarios import sample_scenario  # noqa: E402
 def integrity_rows(per_difficulty: int = 20, seed: int = 5000, weights=None) -> tuple[list[dict], list[dict]]:
     """Per-prompt scores of the honest answer and every hack: ``(rows, table)``."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    import train_trl as T
+    import train_trl as T  # the six reward functions
+    from lifestack.training.watch import score_battery
 
     weights = list(weights or T.REWARD_WEIGHTS)
     rows = []
     for d in range(1, 6):
         for i in range(per_difficulty):
             sc = sample_scenario(seed + 1000 * d + i, d)
-            scored = {name: {"total": total, "rewards": vec} for name, (total, vec) in T.score_battery(sc, weights).items()}
+            scored = {name: {"total": total, "rewards": vec} for name, (total, vec) in score_battery(sc, weights, T.RUN).items()}
             rows.append({"seed": sc.seed, "difficulty": d, "domain": sc.task.domain, "scores": scored})
     return rows, summarise(rows)
 
@@ -83,7 +85,7 @@ def continuity_sweep(n: int, seed: int) -> dict:
     for k in range(n):
         d = 1 + k % 5
         sc = sample_scenario(seed + k, d)
-        prompt = T.build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed)
+        prompt = build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed)
         env.restore(sc.task, sc.state)
         res = env.state.resources
         a = {"action_type": rng.choice(ACTION_TYPES), "target_domain": rng.choice(DOMAIN_NAMES),
@@ -93,7 +95,7 @@ def continuity_sweep(n: int, seed: int) -> dict:
              "resource_cost": {r: rng.choice([0.0, rng.uniform(0, res[r] * 1.1)]) for r in ("time", "money", "energy")},
              "reasoning": "I pay two hours and some money to fix stress and workload after the delay."}
         over_a = "penalty.unaffordable" in T.get_lifestack_evaluation(json.dumps(a), prompt)["breakdown"]
-        total_a = T.weighted_reward(T.reward_vector(json.dumps(a), prompt))
+        total_a = T.RUN.weighted(T.RUN.vector(json.dumps(a), prompt))
         for field in ("metric_changes", "resource_cost"):
             for key, value in a[field].items():
                 if not value:
@@ -104,7 +106,7 @@ def continuity_sweep(n: int, seed: int) -> dict:
                     if ("penalty.unaffordable" in T.get_lifestack_evaluation(json.dumps(b), prompt)["breakdown"]) != over_a:
                         crossings += 1
                         continue
-                    diff = abs(T.weighted_reward(T.reward_vector(json.dumps(b), prompt)) - total_a)
+                    diff = abs(T.RUN.weighted(T.RUN.vector(json.dumps(b), prompt)) - total_a)
                     diffs.append(diff)
                     if worst is None or diff > worst["change"]:
                         worst = {"change": diff, "seed": sc.seed, "field": f"{field}.{key}", "value": value, "factor": factor}

@@ -19,13 +19,15 @@ def test_workload_evaluates_the_pairs_it_is_given(tmp_path, monkeypatch):
     data = json.loads(pairs.read_text())
     assert len(data) == 6 and len({c for _, c in data}) == 6  # fresh: no two completions alike
     import train_trl as T
+    import lifestack.training.rewards as RW
+    from lifestack.training.generation_log import GenerationLog
 
-    monkeypatch.setitem(T.RUN_CONTEXT, "log_dir", str(tmp_path))  # restored afterwards
-    monkeypatch.setitem(T.RUN_CONTEXT, "evaluations", 0)
-    T._EVAL_CACHE.clear()
+    monkeypatch.setattr(T.RUN, "log", GenerationLog(tmp_path))  # restored afterwards
+    monkeypatch.setattr(T.RUN, "evaluations", 0)
+    RW.EVALUATOR.evaluations.clear()
     bench_instructions.workload(str(pairs), 6, str(tmp_path))
-    assert all((p, c) in T._EVAL_CACHE for p, c in data)
-    assert all(T._EVAL_CACHE[(p, c)]["action"] is not None for p, c in data)  # valid actions, scored
+    assert all((p, c) in RW.EVALUATOR.evaluations for p, c in data)
+    assert all(RW.EVALUATOR.evaluations[(p, c)]["action"] is not None for p, c in data)  # valid actions, scored
 
 
 def test_missing_valgrind_is_a_clear_error(monkeypatch, capsys):

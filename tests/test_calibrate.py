@@ -8,7 +8,8 @@ import json
 import pytest
 
 from lifestack.calibrate import DIFFICULTIES, MARGIN, THRESHOLD, calibrate, check_ordering, format_table, main
-from lifestack.policies import HACKS, POLICIES
+from lifestack.calibrate import POLICIES
+from lifestack.hacks import HACK_POLICIES as HACKS
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,21 @@ from lifestack.env import (
     EpisodeState,
     LifeStackEnv,
     Observation,
-    TaskIndex,
     event_roll,
-    task_index,
 )
 from lifestack.generator import DOMAINS, TaskGenerator
 from lifestack.metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, RESOURCE_NAMES, goodness
-from lifestack.policies import hack_huge_free_claims, hack_keyword_stuffing, hack_negative_costs, heuristic, lazy, random_valid
+from lifestack.hacks import HACK_POLICIES, HACKS, HackContext, honest_action
+from lifestack.policies import heuristic, lazy, random_valid
+
+
+def hack_huge_free_claims(env):
+    """+20 on every metric, nothing paid, no route: the claims alone."""
+    return HACKS["huge_free_claims"]({**honest_action(env), "route": None}, HackContext(env))
+
+
+hack_negative_costs = HACK_POLICIES["hack_negative_cost"]
+hack_keyword_stuffing = HACK_POLICIES["hack_keyword_stuffing"]
 
 GEN = TaskGenerator()
 STRESS = "mental_wellbeing.stress_level"
@@ -697,32 +705,6 @@ def test_step_hostile_payloads(payload):
 # --- the per-task index -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("domain", DOMAINS)
-@pytest.mark.parametrize("difficulty", [1, 3, 5])
-def test_task_index_agrees_with_the_task(domain, difficulty):
-    task = GEN.generate(domain, difficulty, 4)
-    index = task_index(task)
-    assert task_index(task) is index  # built once per task object
-    assert set(index.routes) == set(task.route_ids)
-    for r in task.viable_routes:
-        assert index.routes[r.id] is task.route(r.id)
-        keys = {r.progress_key, *r.consequences}
-        assert index.milestones_by_route[r.id] == tuple(m for m in task.milestones if m.condition_key in keys)
-        assert index.other_route_words[r.id] == index.all_route_words - index.route_words[r.id]
-    assert index.other_route_words[""] == index.all_route_words
-    assert sorted(e.id for evs in index.events_by_step.values() for e in evs) == sorted(e.id for e in task.event_schedule)
-    for m in task.milestones:
-        assert index.milestones_by_id[m.id] is m
-
-
-def test_task_index_of_a_replaced_task_is_its_own():
-    task = GEN.generate("flight_crisis", 2, 0)
-    routes = tuple(dataclasses.replace(r, id=r.id + "_v2") if i == 0 else r for i, r in enumerate(task.viable_routes))
-    other = dataclasses.replace(task, viable_routes=routes)
-    assert "rebook_premium_v2" in task_index(other).routes and "rebook_premium_v2" not in task_index(task).routes
-    assert isinstance(TaskIndex.build(task), TaskIndex)
-
-
 def test_restore_without_copy_adopts_the_state():
     env = fresh("flight_crisis", 3, 5)
     state = env.state.clone()
@@ -744,7 +726,7 @@ def test_rewards_identical_across_processes_with_different_hash_seeds():
         "import json, random\n"
         "from lifestack.scenarios import sample_scenario\n"
         "from lifestack.env import LifeStackEnv\n"
-        "from lifestack.policies import POLICIES\n"
+        "from lifestack.calibrate import POLICIES\n"
         "env, out = LifeStackEnv(), []\n"
         "for seed in range(12):\n"
         "    sc = sample_scenario(seed, 1 + seed % 5)\n"
@@ -760,5 +742,5 @@ def test_rewards_identical_across_processes_with_different_hash_seeds():
                            env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout
             for seed in ("1", "2", "3")]
     assert runs[0] == runs[1] == runs[2]
-    from lifestack.policies import POLICIES
+    from lifestack.calibrate import POLICIES
     assert len(json.loads(runs[0])) == 12 * len(POLICIES)

@@ -337,3 +337,25 @@ def test_imitation_capacity_script_runs_in_a_tiny_shape(capsys, tmp_path):
     assert [row["steps"] for row in r["rows"]] == [2, 4]
     assert r["parameters"] == 223_104 and -1.0 <= r["heuristic_quality"] <= 1.0
     assert "[capacity] 4 steps" in proc.stdout
+
+
+def test_versus_compares_the_grpo_arms_of_two_saved_runs(tmp_path, capsys):
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2]
+    paths = []
+    for name, shift in (("a", 0.0), ("b", 0.1)):
+        seeds = []
+        for seed in (1, 2):
+            r = fake(seed, 0, 0, [(b, a + shift) for b, a in clear])
+            r["episodes_before"] = episodes(start)
+            r["episodes_after"] = episodes([x + shift + (0.01 if i % 2 else -0.01) for i, x in enumerate(start)])
+            seeds.append(r)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"settings": {"overrides": [f"--X={name}"]}, "seeds": seeds}))
+        paths.append(str(path))
+    assert L.main(["--versus", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "decision quality B - A: +0.100 (95% CI +0.100 .. +0.100, 6 prompts)" in out
+    assert "closed-loop episode reward B - A: +0.100" in out and "training overrides ['--X=b']" in out
+    (tmp_path / "c.json").write_text(json.dumps({"seeds": [fake(9, 0, 0)]}))
+    assert L.main(["--versus", paths[0], str(tmp_path / "c.json")]) == 2  # no seed in common

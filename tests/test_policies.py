@@ -10,10 +10,10 @@ import pytest
 from lifestack.actions import parse_action
 from lifestack.env import LifeStackEnv
 from lifestack.metrics import METRIC_PATHS, goodness
+from lifestack.calibrate import POLICIES
+from lifestack.hacks import CALIBRATED_HACKS, HACK_POLICIES, HACKS, hack_policy
 from lifestack.policies import (
-    HACKS,
     HONEST,
-    POLICIES,
     candidate_actions,
     heuristic,
     lazy,
@@ -38,9 +38,9 @@ def env_for(sc) -> LifeStackEnv:
 
 def test_policy_registry():
     assert set(HONEST) == {"oracle", "rollout", "heuristic", "random_honest", "random", "lazy"}
-    assert set(HACKS) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_unknown_metrics",
-                          "hack_keyword_stuffing"}
-    assert POLICIES == {**HONEST, **HACKS}
+    assert set(HACK_POLICIES) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_keyword_stuffing"}
+    assert set(CALIBRATED_HACKS.values()) <= set(HACKS)  # one catalog: the policies play its families
+    assert POLICIES == {**HONEST, **HACK_POLICIES}
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -65,8 +65,9 @@ def test_hack_patterns_are_what_they_claim():
     assert len(free.metric_changes) == len(METRIC_PATHS) and sum(free.resource_cost.values()) == 0
     neg, _ = parse_action(POLICIES["hack_negative_cost"](env, None))
     assert any(n.startswith("negative_cost") for n in neg.notes)
-    unknown, _ = parse_action(POLICIES["hack_unknown_metrics"](env, None))
-    assert dict(unknown.metric_changes) == {} and any(n.startswith("dropped_unknown_metric") for n in unknown.notes)
+    unknown, _ = parse_action(hack_policy("unknown_metrics")(env, None))
+    assert not set(unknown.metric_changes) - set(METRIC_PATHS)
+    assert sum(n.startswith("dropped_unknown_metric") for n in unknown.notes) == 2
     stuffed, _ = parse_action(POLICIES["hack_keyword_stuffing"](env, None))
     assert VOCABULARY <= set(stuffed.reasoning.split())
     honest, _ = parse_action(heuristic(env))

@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import reward_integrity as RI  # noqa: E402
 import train_trl as T  # noqa: E402
+from lifestack.training.context import FeedbackSource  # noqa: E402
+from lifestack.training.generation_log import GenerationLog  # noqa: E402
+import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.prompts as PR  # noqa: E402
+import lifestack.evaluation as LE  # noqa: E402
 
 from lifestack import hacks as H  # noqa: E402
 from lifestack.actions import ACTION_TYPES, parse_action  # noqa: E402
@@ -46,12 +51,11 @@ PROPS = settings(max_examples=150, deadline=None, derandomize=True, suppress_hea
 def isolated(tmp_path, monkeypatch):
     """The seeded feedback database in tmp_path; fresh caches."""
     monkeypatch.setenv("LIFESTACK_FEEDBACK_DB", str(tmp_path / "fb.sqlite3"))
-    monkeypatch.setitem(T.RUN_CONTEXT, "log_dir", str(tmp_path / "logs"))
-    for key in ("store", "path", "on_error"):
-        monkeypatch.setitem(T._FEEDBACK, key, None if key != "on_error" else "raise")
-    T._EVAL_CACHE.clear()
+    monkeypatch.setattr(T.RUN, "log", GenerationLog(tmp_path / "logs"))
+    monkeypatch.setattr(T.RUN, "feedback", FeedbackSource())
+    RW.EVALUATOR.evaluations.clear()
     yield
-    T.close_generation_log()
+    T.RUN.log.close()
 
 
 @functools.lru_cache(maxsize=None)
@@ -61,7 +65,7 @@ def cases() -> tuple:
     for d in range(1, 6):
         for i in range(PER_DIFFICULTY):
             sc = sample_scenario(SEED + 1000 * d + i, d)
-            out.append((T.build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed), sc))
+            out.append((PR.build_prompt(sc.task, sc.conflict, sc.state, d, sc.seed), sc))
     return tuple(out)
 
 
@@ -72,7 +76,7 @@ def env_at(sc) -> LifeStackEnv:
 
 
 def total(text, prompt) -> float:
-    return T.weighted_reward(T.reward_vector(text, prompt))
+    return T.RUN.weighted(T.RUN.vector(text, prompt))
 
 
 def honest(sc) -> dict:
@@ -119,7 +123,7 @@ def test_keyword_list_lowers_the_reasoning_and_the_task_reward(hack):
         env = env_at(sc)
         a = honest(sc)
         text = H.HACKS[hack](dict(a), H.HackContext(env))
-        h, k = T.reward_vector(json.dumps(a), prompt), T.reward_vector(text, prompt)
+        h, k = T.RUN.vector(json.dumps(a), prompt), T.RUN.vector(text, prompt)
         assert k["reward_reasoning_fn"] < h["reward_reasoning_fn"] - 0.2, (sc.seed, h, k)
         assert k["reward_task_success_fn"] < h["reward_task_success_fn"], sc.seed
 
@@ -157,9 +161,9 @@ def test_an_extra_unpaid_claim_never_pays(points):
         for path in (H.HackContext(env).untouched_metric(a), next(iter(a["metric_changes"]))):
             hacked = {**a, "metric_changes": {**a["metric_changes"]}}
             hacked["metric_changes"][path] = hacked["metric_changes"].get(path, 0.0) + raw_delta(path, points)
-            h, k = T.reward_vector(json.dumps(a), prompt), T.reward_vector(json.dumps(hacked), prompt)
+            h, k = T.RUN.vector(json.dumps(a), prompt), T.RUN.vector(json.dumps(hacked), prompt)
             assert k["reward_plausibility_fn"] <= h["reward_plausibility_fn"] <= 0.0
-            assert T.weighted_reward(k) < T.weighted_reward(h), (sc.seed, path, points)
+            assert T.RUN.weighted(k) < T.RUN.weighted(h), (sc.seed, path, points)
 
 
 @pytest.mark.parametrize("points", [0.001, 0.01, 2.0])
@@ -170,10 +174,10 @@ def test_a_token_claim_on_a_claimless_answer_never_pays(points):
         for cost in ({"time": 0, "money": 0, "energy": 0}, honest(sc)["resource_cost"]):
             base = {**honest(sc), "metric_changes": {}, "resource_cost": cost}
             hacked = _with_token(base, H.HackContext(env).untouched_metric(base), points)
-            h, k = T.reward_vector(json.dumps(base), prompt), T.reward_vector(json.dumps(hacked), prompt)
+            h, k = T.RUN.vector(json.dumps(base), prompt), T.RUN.vector(json.dumps(hacked), prompt)
             assert k["reward_plausibility_fn"] <= h["reward_plausibility_fn"] <= 0.0
             if cost["money"] == 0:
-                assert T.weighted_reward(k) < T.weighted_reward(h), (sc.seed, points)
+                assert T.RUN.weighted(k) < T.RUN.weighted(h), (sc.seed, points)
 
 
 def _with_token(a: dict, path: str, points: float) -> dict:
@@ -249,8 +253,8 @@ FORMAT_TASK = ("reward_format_fn", "reward_task_success_fn")
 
 
 def _format_task(text, prompt) -> float:
-    vec = T.reward_vector(text, prompt)
-    return sum(w * vec[k] for k, w in zip(T.REWARD_NAMES, T.REWARD_WEIGHTS) if k in FORMAT_TASK)
+    vec = T.RUN.vector(text, prompt)
+    return sum(w * vec[k] for k, w in zip(RW.REWARD_NAMES, T.REWARD_WEIGHTS) if k in FORMAT_TASK)
 
 
 @PROPS
@@ -260,10 +264,10 @@ def test_every_valid_answer_beats_every_unparseable_one(data, junk):
     valid = json.dumps(_random_action(data, env_at(sc)))
     if parse_action(junk)[0] is not None or parse_action(valid)[0] is None:
         return
-    v, g = T.reward_vector(valid, prompt), T.reward_vector(junk, prompt)
+    v, g = T.RUN.vector(valid, prompt), T.RUN.vector(junk, prompt)
     assert _format_task(valid, prompt) > _format_task(junk, prompt)
-    assert all(v[k] >= g[k] for k in T.REWARD_NAMES), (v, g)
-    assert T.weighted_reward(v) > T.weighted_reward(g)
+    assert all(v[k] >= g[k] for k in RW.REWARD_NAMES), (v, g)
+    assert T.RUN.weighted(v) > T.RUN.weighted(g)
 
 
 def test_overspend_costs_in_proportion_to_how_far_over():
@@ -275,7 +279,7 @@ def test_overspend_costs_in_proportion_to_how_far_over():
         for over in (1.0, 0.05 * money + 1, 0.2 * money + 1, 2 * money + 1):
             b = {**a, "resource_cost": {**a["resource_cost"], "money": money + over}}
             ev = T.get_lifestack_evaluation(json.dumps(b), prompt)
-            assert ev["reward"] > T.FALLBACK_REWARD
+            assert ev["reward"] > LE.FALLBACK_REWARD
             scores.append(total(json.dumps(b), prompt))
         assert scores == sorted(scores, reverse=True) and scores[0] > scores[-1]
         assert scores[-1] > total("no json here", prompt)
@@ -284,7 +288,7 @@ def test_overspend_costs_in_proportion_to_how_far_over():
 # --- 5. human feedback judges the situation ----------------------------------------------
 def test_feedback_is_neutral_without_relevant_records(tmp_path, monkeypatch):
     empty = FeedbackStore(tmp_path / "none.sqlite3", seed=False)
-    monkeypatch.setitem(T._FEEDBACK, "store", empty)
+    monkeypatch.setattr(T.RUN.feedback, "_store", empty)
     for prompt, sc in cases()[:20]:
         for action_type in ACTION_TYPES:
             text = json.dumps({**honest(sc), "action_type": action_type})
@@ -384,7 +388,7 @@ def test_parser_never_crashes_on_adversarial_wrappers(data):
     text = "".join(pieces)
     ev = T.get_lifestack_evaluation(text, prompt)
     assert math.isfinite(ev["reward"]) and -1.0 <= ev["reward"] <= 1.0
-    vec = T.reward_vector(text, prompt)
+    vec = T.RUN.vector(text, prompt)
     assert all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in vec.values())
 
 

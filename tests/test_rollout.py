@@ -19,6 +19,9 @@ pytest.importorskip("trl")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
+import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.checks as CK  # noqa: E402
+import lifestack.training.tiny_model as TM  # noqa: E402
 
 from lifestack.episodes import Episode  # noqa: E402
 from lifestack.policies import heuristic  # noqa: E402
@@ -31,7 +34,7 @@ def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     base = tmp_path_factory.mktemp("tiny") / "base"
-    T.build_tiny_model(base, seed=7)
+    TM.build_tiny_model(base, seed=7)
     return AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
 
 
@@ -157,8 +160,8 @@ def test_rollout_through_the_env_server_equals_the_in_process_rollout(tiny, tmp_
     prompts = [x["prompt"] for x in inputs]
     with serving(LifeStackService(max_sessions=16, idle_timeout=60, horizon=3)) as url:
         cfg = T.build_config([f"--ENV_URL={url}", "--HORIZON=3"], profile="cpu")
-        T.check_env_server(cfg)  # answers: no SystemExit
-        remote = make_rollout_func(3, make_episode=T.episode_factory(cfg))
+        CK.check_env_server(cfg)  # answers: no SystemExit
+        remote = make_rollout_func(3, make_episode=EV.episode_factory(cfg))
         runs = []
         for rollout in (trainer.rollout_func, remote):
             torch.manual_seed(5)
@@ -176,7 +179,7 @@ def test_env_url_is_validated_and_an_absent_server_stops_the_run():
         T.build_config(["--ENV_URL=http://127.0.0.1:9"], profile="cpu")
     cfg = T.build_config(["--ENV_URL=http://127.0.0.1:9", "--HORIZON=3"], profile="cpu")  # nothing listens on 9
     with pytest.raises(SystemExit, match="no LifeStack server answers"):
-        T.check_env_server(cfg)
+        CK.check_env_server(cfg)
 
 
 def test_episode_length_is_measured_and_a_run_that_cannot_fit_stops(tiny, capsys):
@@ -188,7 +191,7 @@ def test_episode_length_is_measured_and_a_run_that_cannot_fit_stops(tiny, capsys
     one, three = episode_tokens(tok, 1, 64), episode_tokens(tok, 3, 64)
     assert 64 < one < three and three > one + 2 * 64  # two more answers and two environment turns
     cfg = T.build_config(["--HORIZON=3", "--MAX_COMPLETION_LENGTH=64"], profile="cpu")
-    T.check_episode_length(cfg, model, tok)  # the tiny model's 4,096 positions hold it
+    CK.check_episode_length(cfg, model, tok)  # the tiny model's 4,096 positions hold it
     out = capsys.readouterr().out
     assert f"takes up to about {three} tokens" in out
     import importlib.util
@@ -197,5 +200,5 @@ def test_episode_length_is_measured_and_a_run_that_cannot_fit_stops(tiny, capsys
         assert "in Qwen2.5 tokens (the real job)" in out
     small = SimpleNamespace(config=SimpleNamespace(max_position_embeddings=three - 1))
     with pytest.raises(SystemExit, match="HORIZON=3: an episode needs about"):
-        T.check_episode_length(cfg, small, tok)
-    T.check_episode_length({**cfg, "HORIZON": 1}, small, tok)  # single-step: nothing to check
+        CK.check_episode_length(cfg, small, tok)
+    CK.check_episode_length({**cfg, "HORIZON": 1}, small, tok)  # single-step: nothing to check

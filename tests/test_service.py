@@ -14,7 +14,7 @@ from lifestack.policies import heuristic
 from lifestack.scenarios import sample_scenario
 from lifestack.service import (
     MAX_SEED, CapacityReached, EpisodeOver, InvalidJSON, InvalidRequest, LifeStackService, NotReset, SessionStore,
-    UnknownSession, completion_text, parse_json, reset_params, step_action,
+    UnknownSession, answer_text, parse_json, reset_params, step_action,
 )
 
 
@@ -47,13 +47,13 @@ def test_reset_defaults_and_aliases():
 
 def test_actions_in_every_accepted_form_become_the_answer_text():
     text = '{"action_type": "rest"} because I am tired'
-    assert completion_text(text) == text
-    assert completion_text({"text": text}) == text
-    assert completion_text({"text": text, "metadata": {}}) == text  # OpenEnv's Action adds metadata
-    assert json.loads(completion_text({"action_type": "rest", "metadata": {"x": 1}})) == {"action_type": "rest"}
+    assert answer_text(text) == text
+    assert answer_text({"text": text}) == text
+    assert answer_text({"text": text, "metadata": {}}) == text  # OpenEnv's Action adds metadata
+    assert json.loads(answer_text({"action_type": "rest", "metadata": {"x": 1}})) == {"action_type": "rest"}
     for bad in (None, 3, [1], {"text": 5}):
         with pytest.raises(InvalidRequest):
-            completion_text(bad)
+            answer_text(bad)
     with pytest.raises(InvalidRequest):
         step_action({"acton": "x"})
     with pytest.raises(InvalidJSON):
@@ -165,12 +165,12 @@ def test_a_bad_scenario_is_refused_with_a_reason(body):
 
 def test_an_action_nested_past_the_json_writer_is_a_clear_validation_error():
     """A request body parses deeper than json.dumps recurses: that was a 500 (issue #28)."""
-    from lifestack.service import InvalidRequest, completion_text
+    from lifestack.service import InvalidRequest, answer_text
 
     deep: object = 0
     for _ in range(5000):
         deep = [deep]
     with pytest.raises(InvalidRequest, match="nested too deeply"):
-        completion_text({"x": deep})
+        answer_text({"x": deep})
     with pytest.raises(InvalidRequest):
-        completion_text({"x": {1, 2}})  # not JSON at all
+        answer_text({"x": {1, 2}})  # not JSON at all

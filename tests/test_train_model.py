@@ -18,12 +18,17 @@ torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
+import lifestack.training.models as MD  # noqa: E402
+import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.warm_start as WS  # noqa: E402
+import lifestack.training.tiny_model as TM  # noqa: E402
+import lifestack.scenarios as SC  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def tiny_base(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("tiny") / "base"
-    T.build_tiny_model(base, seed=42)
+    TM.build_tiny_model(base, seed=42)
     return base
 
 
@@ -44,7 +49,7 @@ def one_step(model, lr: float, precision: str) -> tuple[list, list]:
     before = [p.detach().clone() for p in params]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     ids = input_batch()
-    with torch.autocast("cpu", dtype=T.torch_dtype(precision), enabled=precision != "fp32"):
+    with torch.autocast("cpu", dtype=MD.torch_dtype(precision), enabled=precision != "fp32"):
         loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     opt.step()
@@ -70,11 +75,11 @@ def changed_share(steps) -> float:
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_cpu_profile_one_step_moves_every_trainable_weight(tmp_path, tiny_base, lora):
     cfg = cfg_for("cpu", tmp_path, tiny_base, f"--USE_LORA={lora}")
-    model, _tok = T.load_model(cfg, banner=False)
+    model, _tok = MD.load_model(cfg, banner=False)
     trainable = [p for p in model.parameters() if p.requires_grad]
     assert trainable and all(p.dtype == torch.float32 for p in trainable)
     assert hasattr(model, "peft_config") == lora
-    assert changed_share(one_step(model, cfg["LEARNING_RATES"][0], T.device_precision(cfg))) == 1.0
+    assert changed_share(one_step(model, cfg["LEARNING_RATES"][0], MD.device_precision(cfg))) == 1.0
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])
@@ -86,12 +91,12 @@ def test_gpu_profile_loading_on_cpu_one_step_at_5e_6_moves_every_trainable_weigh
     cfg = cfg_for("peft", tmp_path, tiny_base, f"--USE_LORA={lora}")
     lr = cfg["LEARNING_RATES"][0]
     assert lr == 5e-6
-    model = T.load_transformers_model(str(tiny_base), cfg, precision, "cpu")
+    model = MD.load_transformers_model(str(tiny_base), cfg, precision, "cpu")
     trainable = [p for p in model.parameters() if p.requires_grad]
     frozen = [p for p in model.parameters() if not p.requires_grad]
     assert trainable and all(p.dtype == torch.float32 for p in trainable)
     if lora:
-        assert frozen and all(p.dtype == T.torch_dtype(precision) for p in frozen)
+        assert frozen and all(p.dtype == MD.torch_dtype(precision) for p in frozen)
     else:
         assert not frozen
     assert changed_share(one_step(model, lr, precision)) == 1.0
@@ -113,10 +118,10 @@ def test_device_precision_uses_the_compute_capability(monkeypatch, tmp_path, tin
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)  # what a T4 answers
     for capability, expected in (((7, 5), "fp16"), ((8, 0), "bf16"), ((9, 0), "bf16")):
         monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a, c=capability: c)
-        assert T.device_precision(cfg) == expected
-    assert T.device_precision({**cfg, "_PROFILE": "cpu"}) == "fp32"  # the CPU profile, even on a GPU machine
+        assert MD.device_precision(cfg) == expected
+    assert MD.device_precision({**cfg, "_PROFILE": "cpu"}) == "fp32"  # the CPU profile, even on a GPU machine
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert T.device_precision(cfg) == "fp32"
+    assert MD.device_precision(cfg) == "fp32"
 
 
 @pytest.mark.parametrize("precision, bf16, fp16", [("fp32", False, False), ("bf16", True, False), ("fp16", False, True)])
@@ -133,7 +138,7 @@ def test_grpo_config_autocast_flags_follow_the_precision(monkeypatch, tmp_path, 
 def lora_model(tmp_path, base):
     """The CPU profile with --USE_LORA=True, adapters moved away from their zero start."""
     cfg = cfg_for("cpu", tmp_path, base, "--USE_LORA=True")
-    model, tok = T.load_model(cfg, banner=False)
+    model, tok = MD.load_model(cfg, banner=False)
     g = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -151,10 +156,10 @@ def logits(model):
 def test_lora_stage_save_resumes_the_same_adapter(tmp_path, tiny_base):
     cfg, model, tok = lora_model(tmp_path, tiny_base)
     stage = tmp_path / "out" / "stage_2"
-    T.save_model(model, tok, stage)
+    MD.save_model(model, tok, stage)
     assert (stage / "adapter_config.json").exists() and (stage / "adapter_model.safetensors").exists()
     assert not (stage / "model.safetensors").exists()  # an adapter, not a full copy
-    resumed, _tok = T.load_model(cfg, init_from=stage, banner=False)
+    resumed, _tok = MD.load_model(cfg, init_from=stage, banner=False)
     assert torch.allclose(logits(resumed), logits(model))
     trainable = {n for n, p in resumed.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
@@ -166,7 +171,7 @@ def test_save_merged_loads_with_plain_transformers_and_matches_base_plus_adapter
     cfg, model, tok = lora_model(tmp_path, tiny_base)
     expected = logits(model)
     assert not torch.allclose(expected, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))))  # the adapter matters
-    assert T.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "unused") == "merge"
+    assert MD.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "unused") == "merge"
     merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     assert not hasattr(merged, "peft_config")
     assert torch.allclose(logits(merged), expected, atol=1e-5)
@@ -179,10 +184,10 @@ def test_save_merged_over_a_quantised_base_reloads_the_base_in_16_bit(tmp_path, 
 
     cfg, model, tok = lora_model(tmp_path, tiny_base)
     expected = logits(model)
-    T.save_model(model, tok, tmp_path / "out")  # the final save: the adapter the merge reads
+    MD.save_model(model, tok, tmp_path / "out")  # the final save: the adapter the merge reads
     model.get_base_model().is_loaded_in_4bit = True
-    assert T.merge_method(model) == "reload_16bit"
-    assert T.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "out") == "reload_16bit"
+    assert MD.merge_method(model) == "reload_16bit"
+    assert MD.save_merged(model, tok, tmp_path / "merged", cfg, adapter_dir=tmp_path / "out") == "reload_16bit"
     merged = AutoModelForCausalLM.from_pretrained(str(tmp_path / "merged"))
     assert merged.dtype == torch.float16  # 16-bit weights (fp16: this machine has no bf16 GPU)
     assert torch.allclose(logits(merged.float()), expected, atol=2e-2, rtol=2e-2)
@@ -216,20 +221,20 @@ def test_merge_method_decision_with_fake_models(tmp_path):
     from types import SimpleNamespace
 
     unsloth = FakeUnslothModel()
-    assert T.merge_method(unsloth) == "unsloth_merged_16bit"
-    assert T.merge_method(SimpleNamespace(module=unsloth)) == "unsloth_merged_16bit"  # DDP-wrapped
+    assert MD.merge_method(unsloth) == "unsloth_merged_16bit"
+    assert MD.merge_method(SimpleNamespace(module=unsloth)) == "unsloth_merged_16bit"  # DDP-wrapped
     cfg = T.build_config([], profile="unsloth")
-    assert T.save_merged(unsloth, "TOKENIZER", tmp_path / "merged", cfg, tmp_path) == "unsloth_merged_16bit"
+    assert MD.save_merged(unsloth, "TOKENIZER", tmp_path / "merged", cfg, tmp_path) == "unsloth_merged_16bit"
     assert unsloth.calls == [(str(tmp_path / "merged"), "TOKENIZER", "merged_16bit")]
     four_bit = SimpleNamespace(is_loaded_in_4bit=True, config=SimpleNamespace())
     eight_bit = SimpleNamespace(is_loaded_in_8bit=True, config=SimpleNamespace())
     bnb_config = SimpleNamespace(config=SimpleNamespace(quantization_config={"load_in_4bit": True}))
     plain = SimpleNamespace(config=SimpleNamespace(quantization_config=None))
-    assert [T.merge_method(FakePeft(b)) for b in (four_bit, eight_bit, bnb_config, plain)] == [
+    assert [MD.merge_method(FakePeft(b)) for b in (four_bit, eight_bit, bnb_config, plain)] == [
         "reload_16bit", "reload_16bit", "reload_16bit", "merge"]
     full = SimpleNamespace(config=SimpleNamespace())  # full-weight training: no adapter
-    assert T.merge_method(full) is None
-    assert T.save_merged(full, "TOKENIZER", tmp_path / "none", cfg, tmp_path) is None
+    assert MD.merge_method(full) is None
+    assert MD.save_merged(full, "TOKENIZER", tmp_path / "none", cfg, tmp_path) is None
     assert not (tmp_path / "none").exists()
 
 
@@ -240,14 +245,14 @@ def test_base_model_evaluation_runs_with_the_adapter_disabled(tmp_path, tiny_bas
     cfg.update(PLOT_PATH=str(tmp_path / "curve.png"), CURVES_PATH=str(tmp_path / "curves.png"), N_EVAL_EPISODES=2)
     seen = []
 
-    def fake_episodes(m, _tok, _cfg, n, seed):
+    def fake_episodes(m, _tok, _cfg, n, seed, _run):
         seen.append(logits(m))
         return [{"episode": i, "difficulty": 1, "domain": "flight_crisis", "seed": seed + i, "reward": 0.0, "steps": 1,
                  "outcome": None, "valid_json_rate": 0.0} for i in range(n)]
 
-    monkeypatch.setattr(T, "run_episodes", fake_episodes)
-    monkeypatch.setattr(T, "load_model", lambda *a, **k: pytest.fail("the base must not be reloaded for a LoRA model"))
-    T.evaluate_and_plot(model, tok, cfg)
+    monkeypatch.setattr(EV, "run_episodes", fake_episodes)
+    monkeypatch.setattr(EV, "load_model", lambda *a, **k: pytest.fail("the base must not be reloaded for a LoRA model"))
+    EV.evaluate_and_plot(model, tok, cfg, T.RUN)
     trained, base = seen
     assert torch.allclose(trained, logits(model))
     assert torch.allclose(base, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))), atol=1e-6)
@@ -260,17 +265,17 @@ def test_base_model_evaluation_runs_with_the_adapter_disabled(tmp_path, tiny_bas
 # ------------------------------------------------------------------------------------
 def test_warm_start_takes_its_batch_size_and_skips_the_first_demonstrations(tmp_path, tiny_base, monkeypatch):
     cfg = cfg_for("cpu", tmp_path, tiny_base, "--WARM_START_SFT_STEPS=3", "--SEED=5")
-    model, tok = T.load_model(cfg, banner=False)
+    model, tok = MD.load_model(cfg, banner=False)
     seeds, widths = [], []
-    real = T.sample_scenario
-    monkeypatch.setattr(T, "sample_scenario", lambda seed, difficulty: seeds.append(seed) or real(seed, difficulty))
+    real = SC.sample_scenario
+    monkeypatch.setattr(WS, "sample_scenario", lambda seed, difficulty: seeds.append(seed) or real(seed, difficulty))
     model.register_forward_hook(lambda module, args, kwargs, out: widths.append(kwargs["input_ids"].shape[0]),
                                 with_kwargs=True)
-    default = T.warm_start(model, tok, cfg)
+    default = WS.warm_start(model, tok, cfg)
     assert len(default) == 3 and widths == [4, 4, 4]
     assert seeds == [5 + 5_000_000 + i for i in range(64)]  # at least 64 demonstrations, from the first
     seeds.clear(), widths.clear()
-    later = T.warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": 40}, batch_size=8, first_demo=1000)
+    later = WS.warm_start(model, tok, {**cfg, "WARM_START_SFT_STEPS": 40}, batch_size=8, first_demo=1000)
     assert len(later) == 40 and set(widths) == {8}
     assert seeds == [5 + 5_000_000 + 1000 + i for i in range(80)]  # 40 x 8 / 4 new scenarios, none the warm start saw
     assert all(math.isfinite(x) for x in default + later)

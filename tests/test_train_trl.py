@@ -26,6 +26,20 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
+from lifestack.training.context import FeedbackSource  # noqa: E402
+from lifestack.training.generation_log import GenerationLog  # noqa: E402
+import lifestack.training.config as TC  # noqa: E402
+import lifestack.training.run_state as RS  # noqa: E402
+import lifestack.training.models as MD  # noqa: E402
+import lifestack.training.plots as PL  # noqa: E402
+import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.checks as CK  # noqa: E402
+import lifestack.training.watch as W  # noqa: E402
+import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.prompts as PR  # noqa: E402
+import lifestack.env as ENV  # noqa: E402
+import lifestack.evaluation as LE  # noqa: E402
+import lifestack.episodes as EP  # noqa: E402
 
 from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
@@ -33,7 +47,8 @@ from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
 from lifestack.hacks import HACKS as H_HACKS  # noqa: E402
-from lifestack.policies import HACKS, heuristic, lazy  # noqa: E402
+from lifestack.hacks import HACK_POLICIES as HACKS  # noqa: E402
+from lifestack.policies import heuristic, lazy  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 FUZZ = settings(max_examples=100, deadline=None,
@@ -45,6 +60,15 @@ HIDDEN_KEYS = ("seats_left", "true_delay_hours", "root_cause", "fix_hours")
 # ------------------------------------------------------------------------------------
 # isolation and shared data
 # ------------------------------------------------------------------------------------
+def fresh_run_context(monkeypatch, log_dir, feedback_db: str | None = None) -> None:
+    """T.RUN as a new run finds it (logging to ``log_dir``); restored after the test."""
+    fresh = {"log_interval": T.LOG_INTERVAL, "evaluations": 0, "step": 0, "stage": 0, "difficulty": 0, "phase": "train",
+             "episodes": False, "episodes_played": 0, "signatures": {}, "reward_weights": list(T.REWARD_WEIGHTS),
+             "log": GenerationLog(log_dir), "feedback": FeedbackSource(feedback_db)}
+    for key, value in fresh.items():
+        monkeypatch.setattr(T.RUN, key, value)
+
+
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     """Logs and feedback DB under tmp_path; caches and run counters fresh for every test."""
@@ -52,22 +76,16 @@ def isolated(tmp_path, monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     monkeypatch.setenv("LIFESTACK_FEEDBACK_DB", str(tmp_path / "fb-env.sqlite3"))
     log_dir = tmp_path / "logs"
-    context = {"log_dir": str(log_dir), "log_interval": T.LOG_INTERVAL, "evaluations": 0, "log_warned": False,
-               "step": 0, "stage": 0, "difficulty": 0, "phase": "train"}
-    for key, value in context.items():
-        monkeypatch.setitem(T.RUN_CONTEXT, key, value)
-    for key in ("store", "path", "on_error"):  # restored after the test by monkeypatch
-        monkeypatch.setitem(T._FEEDBACK, key, T._FEEDBACK.get(key))
-    T._EVAL_CACHE.clear()
-    T._PROMPT_CACHE.clear()
-    T.configure_feedback(str(tmp_path / "fb.sqlite3"))
+    fresh_run_context(monkeypatch, log_dir, str(tmp_path / "fb.sqlite3"))
+    RW.EVALUATOR.evaluations.clear()
+    RW.EVALUATOR.prompts.clear()
     yield log_dir
-    store = T._FEEDBACK["store"]
+    store = T.RUN.feedback._store
     if store is not None and hasattr(store, "close"):
         store.close()
-    T._EVAL_CACHE.clear()
-    T._PROMPT_CACHE.clear()
-    T.close_generation_log()
+    RW.EVALUATOR.evaluations.clear()
+    RW.EVALUATOR.prompts.clear()
+    T.RUN.log.close()
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,7 +103,7 @@ def user_text(prompt) -> str:
 
 
 def context(prompt):
-    ctx = T._prompt_context(user_text(prompt))
+    ctx = RW.EVALUATOR.context(user_text(prompt))
     assert not isinstance(ctx, str), ctx
     return ctx
 
@@ -110,7 +128,7 @@ def mean(xs) -> float:
 
 def with_metadata(prompt, meta: dict):
     """The prompt with its metadata block replaced by ``meta``."""
-    text = T._METADATA_RE.sub(lambda _m: T.METADATA_OPEN + json.dumps(meta) + T.METADATA_CLOSE, user_text(prompt))
+    text = PR.METADATA_RE.sub(lambda _m: PR.METADATA_OPEN + json.dumps(meta) + PR.METADATA_CLOSE, user_text(prompt))
     return [prompt[0], {"role": "user", "content": text}]
 
 
@@ -175,7 +193,7 @@ DEFAULTS = T.default_config()
     ("--Seed=7", "SEED", 7),
 ])
 def test_parse_overrides_coerces_to_the_default_type(arg, key, expected):
-    out = T.parse_overrides([arg], DEFAULTS)
+    out = TC.parse_overrides([arg], DEFAULTS)
     assert out == {key: expected}
     assert type(out[key]) is type(expected)
     if isinstance(expected, list):
@@ -183,14 +201,14 @@ def test_parse_overrides_coerces_to_the_default_type(arg, key, expected):
 
 
 def test_parse_overrides_several_and_none():
-    assert T.parse_overrides([], DEFAULTS) == {}
-    out = T.parse_overrides(["--N_STAGES=2", "--use_vllm=False", "--LOG_DIR=elsewhere"], DEFAULTS)
+    assert TC.parse_overrides([], DEFAULTS) == {}
+    out = TC.parse_overrides(["--N_STAGES=2", "--use_vllm=False", "--LOG_DIR=elsewhere"], DEFAULTS)
     assert out == {"N_STAGES": 2, "USE_VLLM": False, "LOG_DIR": "elsewhere"}
 
 
 def test_parse_overrides_unknown_key_lists_the_valid_ones():
     with pytest.raises(T.ConfigError) as err:
-        T.parse_overrides(["--BOGUS=1"], DEFAULTS)
+        TC.parse_overrides(["--BOGUS=1"], DEFAULTS)
     msg = str(err.value)
     assert msg.startswith("BOGUS")
     assert "\n" not in msg
@@ -213,7 +231,7 @@ def test_parse_overrides_unknown_key_lists_the_valid_ones():
 ])
 def test_parse_overrides_wrong_type_names_the_key(arg, key):
     with pytest.raises(T.ConfigError) as err:
-        T.parse_overrides([arg], DEFAULTS)
+        TC.parse_overrides([arg], DEFAULTS)
     msg = str(err.value)
     assert msg.startswith(key), msg
     assert "\n" not in msg
@@ -222,13 +240,13 @@ def test_parse_overrides_wrong_type_names_the_key(arg, key):
 @pytest.mark.parametrize("arg", ["N_STAGES=3", "--N_STAGES", "-N_STAGES=3", "N_STAGES", "", "--"])
 def test_parse_overrides_malformed_argument(arg):
     with pytest.raises(T.ConfigError) as err:
-        T.parse_overrides([arg], DEFAULTS)
+        TC.parse_overrides([arg], DEFAULTS)
     assert "--KEY=value" in str(err.value)
 
 
 def test_parse_overrides_pathological_nesting_is_a_config_error():
     with pytest.raises(T.ConfigError):
-        T.parse_overrides(["--N_STAGES=" + "-" * 10_000 + "1"], DEFAULTS)
+        TC.parse_overrides(["--N_STAGES=" + "-" * 10_000 + "1"], DEFAULTS)
 
 
 def cfg_with(**changes):
@@ -239,7 +257,7 @@ def cfg_with(**changes):
 
 def test_default_config_is_valid_and_deep_copied():
     for world in (1, 2, 3, 4):
-        T.validate_config(T.default_config(), world_size=world)
+        TC.validate_config(T.default_config(), world_size=world)
     cfg = T.default_config()
     cfg["LEARNING_RATES"].append(0.5)
     cfg["CPU_PROFILE"]["N_STAGES"] = 99
@@ -268,7 +286,7 @@ def test_default_config_is_valid_and_deep_copied():
 ])
 def test_validate_config_names_the_bad_constant(names, changes, world):
     with pytest.raises(T.ConfigError) as err:
-        T.validate_config(cfg_with(**changes), world_size=world)
+        TC.validate_config(cfg_with(**changes), world_size=world)
     msg = str(err.value)
     assert msg.startswith(names), msg
     assert "\n" not in msg
@@ -276,14 +294,14 @@ def test_validate_config_names_the_bad_constant(names, changes, world):
 
 def test_validate_config_batch_divisibility_counts_processes():
     cfg = cfg_with(PER_DEVICE_BATCH_SIZE=2)
-    T.validate_config(cfg, world_size=2)  # 2 x 1 x 2 = 4: fine
-    T.validate_config(cfg, world_size=4)
+    TC.validate_config(cfg, world_size=2)  # 2 x 1 x 2 = 4: fine
+    TC.validate_config(cfg, world_size=4)
     with pytest.raises(T.ConfigError):
-        T.validate_config(cfg, world_size=1)
+        TC.validate_config(cfg, world_size=1)
     with pytest.raises(T.ConfigError):
-        T.validate_config(cfg, world_size=3)
-    T.validate_config(cfg_with(PER_DEVICE_BATCH_SIZE=1, GRAD_ACCUM_STEPS=4))  # accumulation counts too
-    T.validate_config(cfg_with(USE_VLLM=True, DEVICE_PROFILE="peft"))  # vLLM is fine on a GPU profile
+        TC.validate_config(cfg, world_size=3)
+    TC.validate_config(cfg_with(PER_DEVICE_BATCH_SIZE=1, GRAD_ACCUM_STEPS=4))  # accumulation counts too
+    TC.validate_config(cfg_with(USE_VLLM=True, DEVICE_PROFILE="peft"))  # vLLM is fine on a GPU profile
 
 
 def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
@@ -341,13 +359,13 @@ def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
     ((7, 0), "fp16"), ((6, 1), "fp16"), ((8, 0), "bf16"), ((8, 6), "bf16"), ((9, 0), "bf16"), (None, "fp32"),
 ])
 def test_choose_precision_from_the_compute_capability(capability, expected):
-    assert T.choose_precision(capability) == expected
+    assert MD.choose_precision(capability) == expected
 
 
 def test_trained_weights_are_fp32_only_a_lora_base_is_half():
     for precision in ("fp32", "bf16", "fp16"):
-        assert T.weight_precision(precision, lora=False) == "fp32"
-        assert T.weight_precision(precision, lora=True) == precision
+        assert MD.weight_precision(precision, lora=False) == "fp32"
+        assert MD.weight_precision(precision, lora=True) == precision
 
 
 def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
@@ -358,9 +376,9 @@ def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
-    assert T.resolve_profile("auto", 1, use_lora=True) == "unsloth"
-    assert T.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
-    assert T.resolve_profile("auto", 2, use_lora=True) == "peft"
+    assert TC.resolve_profile("auto", 1, use_lora=True) == "unsloth"
+    assert TC.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
+    assert TC.resolve_profile("auto", 2, use_lora=True) == "peft"
     with pytest.raises(T.ConfigError, match="^USE_LORA"):
         T.build_config(["--USE_LORA=False", "--DEVICE_PROFILE=unsloth"])
 
@@ -444,7 +462,7 @@ def test_generate_dataset_is_deterministic_per_seed():
     c = T.generate_dataset(15, None, seed=1007)
     assert a.to_list() == b.to_list()
     assert a["prompt"] != c["prompt"]
-    visible = lambda p: T._METADATA_RE.sub("", user_text(p))  # noqa: E731
+    visible = lambda p: PR.METADATA_RE.sub("", user_text(p))  # noqa: E731
     differ = sum(visible(x) != visible(y) for x, y in zip(a["prompt"], c["prompt"]))
     assert differ >= 12, differ  # the visible situation changes, not only the seed in the metadata
 
@@ -459,7 +477,7 @@ def test_generate_dataset_columns_and_difficulty_cycle():
     fixed = T.generate_dataset(10, 3, seed=5)
     assert fixed["difficulty"] == [3] * 10
     for row in fixed:
-        meta = json.loads(T._METADATA_RE.search(user_text(row["prompt"])).group(1))
+        meta = json.loads(PR.METADATA_RE.search(user_text(row["prompt"])).group(1))
         assert meta["difficulty"] == 3 and meta["seed"] == row["seed"] and meta["domain"] == row["domain"]
 
 
@@ -469,8 +487,8 @@ def heuristic_answers(prompts) -> list[str]:
 
     out = []
     for p in prompts:
-        task, state, _ = T.EVALUATOR.context(T.prompt_text(p))
-        env = T.LifeStackEnv()
+        task, state, _ = RW.EVALUATOR.context(PR.prompt_text(p))
+        env = ENV.LifeStackEnv()
         env.restore(task, state, observe=False)
         out.append(heuristic(env))
     return out
@@ -484,7 +502,7 @@ def test_generate_dataset_renders_the_scenarios_advance_returns():
     moved = T.generate_dataset(20, None, seed=11, advance=lambda scs: advance_by_policy(scs, answer, 1.0))
     assert moved["seed"] == plain["seed"] and moved["difficulty"] == plain["difficulty"]
     assert moved["domain"] == plain["domain"]
-    steps = lambda ds: [json.loads(T._METADATA_RE.search(user_text(p)).group(1))["state"]["step"] for p in ds["prompt"]]  # noqa: E731
+    steps = lambda ds: [json.loads(PR.METADATA_RE.search(user_text(p)).group(1))["state"]["step"] for p in ds["prompt"]]  # noqa: E731
     assert all(b >= a for a, b in zip(steps(plain), steps(moved))) and sum(steps(moved)) > sum(steps(plain))
     for p in moved["prompt"]:  # every moved prompt is scoreable: the reward rebuilds its state
         assert T.get_lifestack_evaluation(answer([p])[0], p)["action"] is not None
@@ -495,11 +513,11 @@ def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
         with pytest.raises(T.ConfigError, match="ON_POLICY_STATES"):
             T.build_config([bad], profile="cpu")
     off = T.build_config(["--ON_POLICY_STATES=0.0"], profile="cpu")
-    assert "ON_POLICY_STATES" not in T.run_settings(off)  # runs recorded before the setting still resume
-    assert T.policy_advance(None, None, off) is None
+    assert "ON_POLICY_STATES" not in RS.run_settings(off)  # runs recorded before the setting still resume
+    assert EV.policy_advance(None, None, off) is None
     on = T.build_config(["--ON_POLICY_STATES=0.5"], profile="cpu")
-    assert T.run_settings(on)["ON_POLICY_STATES"] == 0.5
-    assert T.config_fingerprint(T.run_settings(on)) != T.config_fingerprint(T.run_settings(off))
+    assert RS.run_settings(on)["ON_POLICY_STATES"] == 0.5
+    assert RS.config_fingerprint(RS.run_settings(on)) != RS.config_fingerprint(RS.run_settings(off))
 
 
 def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, capsys):
@@ -509,9 +527,9 @@ def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, 
         calls.append((model, kw))
         return heuristic_answers(prompts)
 
-    monkeypatch.setattr(T, "generate_completions", fake_generate)
+    monkeypatch.setattr(EV, "generate_completions", fake_generate)
     model = type("Wrapped", (), {"module": "core"})()
-    advance = T.policy_advance(model, "tok", T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu"))
+    advance = EV.policy_advance(model, "tok", T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu"))
     ds = T.generate_dataset(10, 2, seed=21, advance=advance)
     assert calls and all(m == "core" and kw == {} for m, kw in calls)  # unwrapped, greedy (no temperature)
     assert len(ds) == 10 and "[on-policy]" in capsys.readouterr().out
@@ -523,19 +541,19 @@ def test_policy_advance_gives_every_rank_rank_0s_states_by_replaying_its_answers
     import pickle
 
     sent = []
-    monkeypatch.setattr(T, "generate_completions", lambda model, tok, prompts, n, **kw: heuristic_answers(prompts))
-    monkeypatch.setattr(T, "broadcast_object", lambda obj: sent.append(pickle.loads(pickle.dumps(obj))) or sent[-1])
+    monkeypatch.setattr(EV, "generate_completions", lambda model, tok, prompts, n, **kw: heuristic_answers(prompts))
+    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent.append(pickle.loads(pickle.dumps(obj))) or sent[-1])
     cfg = T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu")
-    ds0 = T.generate_dataset(12, 3, seed=5, advance=T.policy_advance(object(), "tok", cfg))
+    ds0 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
     assert sent and all(isinstance(t, str) for batch in sent[0] for t in batch)
 
     def must_not_generate(*a, **k):
         raise AssertionError("only rank 0 generates")
 
-    monkeypatch.setattr(T, "generate_completions", must_not_generate)
-    monkeypatch.setattr(T, "is_main_process", lambda: False)
-    monkeypatch.setattr(T, "broadcast_object", lambda obj: sent[0])
-    ds1 = T.generate_dataset(12, 3, seed=5, advance=T.policy_advance(object(), "tok", cfg))
+    monkeypatch.setattr(EV, "generate_completions", must_not_generate)
+    monkeypatch.setattr(EV, "is_main_process", lambda: False)
+    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent[0])
+    ds1 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
     plain = T.generate_dataset(12, 3, seed=5)
     assert ds1["prompt"] == ds0["prompt"]
     assert ds0["prompt"] != plain["prompt"]  # the answers did move some states on
@@ -545,7 +563,7 @@ def test_generate_dataset_prompts_are_distinct():
     ds = T.generate_dataset(50)
     texts = [user_text(p) for p in ds["prompt"]]
     assert len(set(texts)) == 50
-    visible = {T._METADATA_RE.sub("", t) for t in texts}
+    visible = {PR.METADATA_RE.sub("", t) for t in texts}
     assert len(visible) >= 45
 
 
@@ -554,12 +572,12 @@ def test_prompts_are_conversational_short_and_carry_metadata():
     for row in dataset():
         prompt = row["prompt"]
         assert [m["role"] for m in prompt] == ["system", "user"]
-        assert prompt[0]["content"] == T.SYSTEM_PROMPT
+        assert prompt[0]["content"] == PR.SYSTEM_PROMPT
         user = user_text(prompt)
         lengths.append(len(user))
-        assert user.count(T.METADATA_OPEN) == 1 and user.count(T.METADATA_CLOSE) == 1
-        assert user.startswith(T.METADATA_OPEN)
-        meta = json.loads(T._METADATA_RE.search(user).group(1))
+        assert user.count(PR.METADATA_OPEN) == 1 and user.count(PR.METADATA_CLOSE) == 1
+        assert user.startswith(PR.METADATA_OPEN)
+        meta = json.loads(PR.METADATA_RE.search(user).group(1))
         assert {"v", "domain", "difficulty", "seed", "conflict_id", "state"} <= set(meta)
         assert meta["domain"] == row["domain"] and meta["difficulty"] == row["difficulty"]
         for line in ("GOAL:", "SITUATION:", "BUDGET LEFT:", "ROUTES", "Answer with one JSON object"):
@@ -590,7 +608,7 @@ def test_metadata_rebuilds_the_state_the_prompt_shows(i):
     assert budget is not None
     shown = dict(zip(("time", "money", "energy"), budget.groups()))
     for k, text in shown.items():
-        assert text == T._fmt(state.resources[k])
+        assert text == PR.fmt_number(state.resources[k])
         assert float(text) == pytest.approx(state.resources[k], abs=0.051)
 
     # the listed metrics: values and that they are the most damaged ones
@@ -645,7 +663,7 @@ def test_evaluation_of_the_heuristic_is_good():
         assert "error" not in ev["breakdown"]
         assert ev["breakdown"]["total"] == pytest.approx(ev["reward"], abs=1e-5)
         # a plain-string prompt (its user message) is scored identically
-        T._EVAL_CACHE.clear()
+        RW.EVALUATOR.evaluations.clear()
         again = T.get_lifestack_evaluation(policy_completion(prompt, heuristic), user_text(prompt))
         assert again["reward"] == ev["reward"]
     assert sum(rewards) / len(rewards) > 0.6
@@ -665,7 +683,7 @@ def test_unknown_domain_in_metadata_logs_task_construction_failure(capsys):
     prompt = prompts10()[0]
     meta = dict(context(prompt)[2])
     meta["domain"] = "moon_landing"
-    T._PROMPT_CACHE.clear()
+    RW.EVALUATOR.prompts.clear()
     ev = T.get_lifestack_evaluation(policy_completion(prompt, heuristic), with_metadata(prompt, meta))
     assert ev["reward"] == -0.5 and ev["action"] is None and set(ev["breakdown"]) == {"error"}
     assert "task construction failed" in ev["breakdown"]["error"]
@@ -673,11 +691,11 @@ def test_unknown_domain_in_metadata_logs_task_construction_failure(capsys):
 
 
 @pytest.mark.parametrize("mutate", [
-    lambda text: T._METADATA_RE.sub("", text),  # no metadata at all
-    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + "{broken" + T.METADATA_CLOSE, text),
-    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + "[1, 2]" + T.METADATA_CLOSE, text),
-    lambda text: T._METADATA_RE.sub(T.METADATA_OPEN + '{"v": 1, "domain": "flight_crisis", "difficulty": 1, "seed": 1}'
-                                    + T.METADATA_CLOSE, text),  # no state
+    lambda text: PR.METADATA_RE.sub("", text),  # no metadata at all
+    lambda text: PR.METADATA_RE.sub(PR.METADATA_OPEN + "{broken" + PR.METADATA_CLOSE, text),
+    lambda text: PR.METADATA_RE.sub(PR.METADATA_OPEN + "[1, 2]" + PR.METADATA_CLOSE, text),
+    lambda text: PR.METADATA_RE.sub(PR.METADATA_OPEN + '{"v": 1, "domain": "flight_crisis", "difficulty": 1, "seed": 1}'
+                                    + PR.METADATA_CLOSE, text),  # no state
     lambda text: "",
 ])
 def test_missing_or_bad_metadata_falls_back(mutate):
@@ -694,7 +712,7 @@ def test_evaluation_cache_returns_the_same_object():
     a = T.get_lifestack_evaluation(text, prompt)
     assert T.get_lifestack_evaluation(text, prompt) is a
     assert T.get_lifestack_evaluation([{"role": "assistant", "content": text}], prompt) is a
-    assert user_text(prompt) in T._PROMPT_CACHE  # the rebuilt state is cached per prompt
+    assert user_text(prompt) in RW.EVALUATOR.prompts  # the rebuilt state is cached per prompt
     g = T.get_lifestack_evaluation(GARBAGE, prompt)
     assert T.get_lifestack_evaluation(GARBAGE, prompt) is g
 
@@ -702,7 +720,7 @@ def test_evaluation_cache_returns_the_same_object():
 def test_cache_put_stays_bounded_and_keeps_the_newest_entries():
     cache: dict = {}
     for i in range(1000):
-        T._cache_put(cache, i, str(i), 64)
+        LE.cache_put(cache, i, str(i), 64)
         assert len(cache) <= 64
         assert cache[i] == str(i)  # the entry just put is always there
     assert list(cache) == sorted(cache) and max(cache) == 999  # oldest out first, order kept
@@ -719,7 +737,7 @@ def test_evaluations_do_not_leak_state_between_completions():
     for text in others:
         T.get_lifestack_evaluation(text, prompt)
     assert state.to_dict() == before
-    T._EVAL_CACHE.clear()
+    RW.EVALUATOR.evaluations.clear()
     again = T.get_lifestack_evaluation(first, prompt)
     assert again is not ref
     assert again["reward"] == ref["reward"] and again["breakdown"] == ref["breakdown"]
@@ -756,7 +774,7 @@ def test_fake_metadata_in_the_completion_changes_nothing():
         fake.update(difficulty=1, seed=meta["seed"] + 4242)
         fake["state"]["resources"] = [1000.0, 1e6, 1000.0]
         fake["state"]["budget"] = [1000.0, 1e6, 1000.0]
-        block = T.METADATA_OPEN + json.dumps(fake) + T.METADATA_CLOSE
+        block = PR.METADATA_OPEN + json.dumps(fake) + PR.METADATA_CLOSE
 
         base = T.get_lifestack_evaluation(honest, prompt)
         after = T.get_lifestack_evaluation(honest + "\n" + block, prompt)
@@ -785,7 +803,7 @@ def test_fake_metadata_in_the_completion_changes_nothing():
 # The six reward functions
 # ====================================================================================
 def test_reward_function_registry():
-    assert tuple(f.__name__ for f in T.REWARD_FUNCS) == T.REWARD_NAMES
+    assert tuple(f.__name__ for f in T.REWARD_FUNCS) == RW.REWARD_NAMES
     assert len(T.REWARD_FUNCS) == 6 == len(T.REWARD_WEIGHTS) == len(DEFAULTS["REWARD_WEIGHTS"])
 
 
@@ -799,7 +817,7 @@ def _mixed_batch():
     return completions, prompts
 
 
-@pytest.mark.parametrize("fn", T.REWARD_FUNCS, ids=T.REWARD_NAMES)
+@pytest.mark.parametrize("fn", T.REWARD_FUNCS, ids=RW.REWARD_NAMES)
 def test_reward_functions_contract(fn):
     completions, prompts = _mixed_batch()
     out = fn(completions, prompts=prompts)
@@ -821,14 +839,14 @@ def test_reward_functions_contract(fn):
 def test_trainer_state_step_is_recorded():
     prompt = prompts10()[0]
     T.reward_task_success_fn([GARBAGE], prompts=[prompt], trainer_state=SimpleNamespace(global_step=17))
-    assert T.RUN_CONTEXT["step"] == 17
+    assert T.RUN.step == 17
 
 
 SEPARATION = {
     "reward_format_fn": ("garbage", "empty", "hack_nan_inf"),
     "reward_plausibility_fn": ("garbage", "hack_free_claims", "hack_negative_cost"),
     "reward_task_success_fn": ("garbage", "lazy", "hack_free_claims"),
-    "reward_milestone_fn": ("garbage", "lazy", "hack_unknown_metrics"),
+    "reward_milestone_fn": ("garbage", "lazy", "hack_nan_inf"),
     "reward_reasoning_fn": ("garbage", "lazy", "hack_keyword_stuffing"),
 }
 
@@ -867,7 +885,7 @@ def test_human_feedback_reward_varies_with_the_action():
     # unparseable text takes every reward's lowest score
     assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [-1.0, -1.0, -1.0]
     # a situation with no records at all scores 0.0
-    store = T.feedback_store()
+    store = T.RUN.feedback.store()
     assert store.score("no-such-situation", "rest", "career") is None
 
 
@@ -875,9 +893,9 @@ def test_human_feedback_reward_with_unreadable_database(tmp_path):
     bad = tmp_path / "broken.sqlite3"
     bad.write_text("this is not an sqlite database " * 20)
     prompt = prompts10()[0]
-    T.configure_feedback(str(bad), "zero")
+    T.RUN.feedback.configure(str(bad), "zero")
     assert T.reward_human_feedback_fn([policy_completion(prompt, heuristic), GARBAGE], prompts=[prompt] * 2) == [0.0, 0.0]
-    T.configure_feedback(str(bad), "raise")
+    T.RUN.feedback.configure(str(bad), "raise")
     with pytest.raises(Exception) as err:
         T.reward_human_feedback_fn([policy_completion(prompt, heuristic)], prompts=[prompt])
     assert "broken.sqlite3" in str(err.value)
@@ -944,7 +962,7 @@ def test_format_reward_is_graded():
 
 def _format_variants(text: str) -> list[str]:
     return [text, "```json\n" + text + "\n```", text + "\nHope this helps!", text[: len(text) // 2], "",
-            T.METADATA_OPEN + '{"v": 1}' + T.METADATA_CLOSE + text, text.replace('"route"', '"rout"', 1),
+            PR.METADATA_OPEN + '{"v": 1}' + PR.METADATA_CLOSE + text, text.replace('"route"', '"rout"', 1),
             text.replace('"reasoning"', '"why"', 1), GARBAGE]
 
 
@@ -959,7 +977,7 @@ def test_format_reward_with_prompts_equals_the_text_only_score(data):
     texts = _format_variants(base) + [data.draw(st.text(max_size=200))]
     completions = [[{"role": "assistant", "content": t}] for t in texts]
     batch_prompts = [prompt] * len(texts)
-    T._EVAL_CACHE.clear()
+    RW.EVALUATOR.evaluations.clear()
     with_prompts = T.reward_format_fn(completions, prompts=batch_prompts)
     assert with_prompts == T.reward_format_fn(completions)
     assert with_prompts == T.reward_format_fn(texts, prompt=batch_prompts)  # TRL's other keyword
@@ -967,7 +985,7 @@ def test_format_reward_with_prompts_equals_the_text_only_score(data):
 
 
 def test_generation_log_survives_deletion_and_follows_the_log_dir(isolated, tmp_path):
-    T.RUN_CONTEXT["log_interval"] = 1
+    T.RUN.log_interval = 1
     pairs = _fresh_completions(6)
     T.reward_task_success_fn([c for c, _ in pairs[:2]], prompts=[p for _, p in pairs[:2]])
     path = isolated / "generations.jsonl"
@@ -976,12 +994,12 @@ def test_generation_log_survives_deletion_and_follows_the_log_dir(isolated, tmp_
     T.reward_task_success_fn([c for c, _ in pairs[2:4]], prompts=[p for _, p in pairs[2:4]])
     assert len(path.read_text(encoding="utf-8").splitlines()) == 2
     other = tmp_path / "other-logs"
-    T.RUN_CONTEXT["log_dir"] = str(other)
+    T.RUN.log.open(other)
     T.reward_task_success_fn([c for c, _ in pairs[4:]], prompts=[p for _, p in pairs[4:]])
     assert len((other / "generations.jsonl").read_text(encoding="utf-8").splitlines()) == 2
     assert len(path.read_text(encoding="utf-8").splitlines()) == 2
-    T.close_generation_log()
-    assert T._LOG_FILE["fh"] is None
+    T.RUN.log.close()
+    assert not T.RUN.log.is_open
 
 
 def test_reasoning_reward_punishes_keyword_stuffing():
@@ -992,14 +1010,14 @@ def test_reasoning_reward_punishes_keyword_stuffing():
     assert all(h > 0 for h in honest)
 
 
-def test_timed_wrapper_keeps_rewards_finite_and_in_range():
-    wrapped = T._timed(lambda completions, **kw: [float("inf"), float("-inf"), 3.0, -3.0, 0.25])
+def test_reward_function_wrapper_keeps_rewards_finite_and_in_range():
+    wrapped = RW.reward_function(T.RUN)(lambda completions, **kw: [float("inf"), float("-inf"), 3.0, -3.0, 0.25])
     out = wrapped(["a"] * 5)
     assert out == [1.0, -1.0, 1.0, -1.0, 0.25]
 
 
-def test_timed_wrapper_maps_nan_to_zero():
-    wrapped = T._timed(lambda completions, **kw: [float("nan")])
+def test_reward_function_wrapper_maps_nan_to_zero():
+    wrapped = RW.reward_function(T.RUN)(lambda completions, **kw: [float("nan")])
     assert wrapped(["a"]) == [0.0]
 
 
@@ -1016,7 +1034,7 @@ def _fresh_completions(n: int = 12):
 
 
 def test_generation_log_every_interval(isolated):
-    T.RUN_CONTEXT.update(log_interval=5, stage=2, difficulty=3)
+    T.RUN.log_interval, T.RUN.stage, T.RUN.difficulty = 5, 2, 3
     pairs = _fresh_completions(12)
     rewards = T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs],
                                        trainer_state=SimpleNamespace(global_step=11))
@@ -1032,12 +1050,12 @@ def test_generation_log_every_interval(isolated):
         assert rec["completion"] == pairs[idx][0]
         assert rec["task_reward"] == pytest.approx(rewards[idx])
         assert rec["grpo_rewards"]["reward_task_success_fn"] == pytest.approx(rewards[idx])
-        assert list(rec["grpo_rewards"]) == list(T.REWARD_NAMES)
-        vec = T.reward_vector(pairs[idx][0], pairs[idx][1])
-        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in zip(T.REWARD_NAMES, T.REWARD_WEIGHTS)))
+        assert list(rec["grpo_rewards"]) == list(RW.REWARD_NAMES)
+        vec = T.RUN.vector(pairs[idx][0], pairs[idx][1])
+        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in zip(RW.REWARD_NAMES, T.REWARD_WEIGHTS)))
         assert rec["action"]["action_type"] in ACTION_TYPES
         assert isinstance(rec["task_breakdown"], dict) and "total" in rec["task_breakdown"]
-        assert T.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")
+        assert PR.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")
     # cached pairs are not fresh evaluations: nothing new is logged
     for fn in T.REWARD_FUNCS:
         fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
@@ -1052,7 +1070,7 @@ def test_generation_log_every_interval(isolated):
 def test_generation_log_only_on_the_main_process(isolated, monkeypatch):
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    T.RUN_CONTEXT["log_interval"] = 1
+    T.RUN.log_interval = 1
     pairs = _fresh_completions(3)
     T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
     assert not (isolated / "generations.jsonl").exists()
@@ -1061,14 +1079,14 @@ def test_generation_log_only_on_the_main_process(isolated, monkeypatch):
 def test_unwritable_log_dir_changes_no_reward(tmp_path, capsys):
     pairs = _fresh_completions(12)
     completions, prompts = [c for c, _ in pairs], [p for _, p in pairs]
-    T.RUN_CONTEXT["log_interval"] = 1
+    T.RUN.log_interval = 1
     expected = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
 
-    T._EVAL_CACHE.clear()
-    T._PROMPT_CACHE.clear()
+    RW.EVALUATOR.evaluations.clear()
+    RW.EVALUATOR.prompts.clear()
     blocker = tmp_path / "blocker"
     blocker.write_text("a regular file, not a directory")
-    T.RUN_CONTEXT.update(log_dir=str(blocker / "logs"), evaluations=0, log_warned=False)
+    T.RUN.log, T.RUN.evaluations = GenerationLog(blocker / "logs"), 0
     capsys.readouterr()
     got = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
     assert got == expected
@@ -1081,11 +1099,11 @@ def test_unwritable_log_dir_changes_no_reward(tmp_path, capsys):
 # Small helpers
 # ====================================================================================
 def test_rolling_mean():
-    assert T.rolling_mean([]) == []
-    assert T.rolling_mean([1.0, 2.0, 3.0, 4.0], window=2) == [1.0, 1.5, 2.5, 3.5]
-    assert T.rolling_mean([5.0, -1.0, 2.0], window=1) == [5.0, -1.0, 2.0]
+    assert PL.rolling_mean([]) == []
+    assert PL.rolling_mean([1.0, 2.0, 3.0, 4.0], window=2) == [1.0, 1.5, 2.5, 3.5]
+    assert PL.rolling_mean([5.0, -1.0, 2.0], window=1) == [5.0, -1.0, 2.0]
     xs = [float(i) for i in range(12)]
-    out = T.rolling_mean(xs)
+    out = PL.rolling_mean(xs)
     assert len(out) == 12
     assert out[0] == 0.0 and out[3] == pytest.approx(1.5)
     assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
@@ -1111,36 +1129,36 @@ def test_reward_plot_has_no_threshold_and_says_what_it_compares(tmp_path, monkey
     real_title = Axes.set_title
     monkeypatch.setattr(Axes, "set_title", lambda self, t, *a, **k: titles.append(t) or real_title(self, t, *a, **k))
     rows = [{"episode": i, "reward": 0.1 * i} for i in range(3)]
-    T.plot_reward_curve(rows, rows, tmp_path / "curve.png", "warm-started model (GRPO's start)", cpu=True)
+    PL.plot_reward_curve(rows, rows, tmp_path / "curve.png", "warm-started model (GRPO's start)", cpu=True)
     # the threshold applies to the held-out single-step mean, not to an episode's mean
     assert lines == [] and (tmp_path / "curve.png").exists()
-    assert "warm-started model" in titles[0] and T.CPU_PLOT_NOTE in titles[0]
+    assert "warm-started model" in titles[0] and PL.CPU_PLOT_NOTE in titles[0]
 
 
 def test_curriculum_plot_draws_the_threshold_on_the_held_out_reward(tmp_path, monkeypatch):
     lines = _hlines(monkeypatch)
     stages = [{"stage": 1, "difficulty": 1, "mean_task_reward": 0.7}, {"stage": 2, "difficulty": 2, "mean_task_reward": 0.4}]
-    assert T.plot_curriculum(stages, tmp_path / "cur.png", threshold=0.35)
+    assert PL.plot_curriculum(stages, tmp_path / "cur.png", threshold=0.35)
     assert lines == [(0.35, "ADVANCE_THRESHOLD 0.35")] and (tmp_path / "cur.png").exists()
-    assert not T.plot_curriculum([], tmp_path / "none.png")
+    assert not PL.plot_curriculum([], tmp_path / "none.png", 0.6)
 
 
 def test_curriculum_plot_says_why_the_difficulty_never_rose():
     flat = [{"stage": k, "difficulty": 1, "mean_task_reward": r, "advance": False} for k, r in ((1, 0.4), (2, 0.1))]
-    note = T.curriculum_note(flat, 0.6, cpu=True)
+    note = PL.curriculum_note(flat, 0.6, cpu=True)
     assert "never advanced" in note and "best +0.400" in note and "difficulty 1" in note and "docs/learning.md" in note
-    assert "docs/learning.md" not in T.curriculum_note(flat, 0.6, cpu=False)
+    assert "docs/learning.md" not in PL.curriculum_note(flat, 0.6, cpu=False)
     rose = [{**flat[0], "advance": True}, {**flat[1], "difficulty": 2}]
-    assert T.curriculum_note(rose, 0.6, cpu=True) is None
-    assert T.curriculum_note([{**flat[0], "difficulty": 5}], 0.6, cpu=True) is None
+    assert PL.curriculum_note(rose, 0.6, cpu=True) is None
+    assert PL.curriculum_note([{**flat[0], "difficulty": 5}], 0.6, cpu=True) is None
 
 
 def test_write_json_atomic_replaces_the_file(tmp_path):
     path = tmp_path / "state" / "curriculum_state.json"
-    T.write_json_atomic(path, {"next_stage": 1, "stages": []})
+    RS.write_json_atomic(path, {"next_stage": 1, "stages": []})
     assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 1, "stages": []}
     inode = path.stat().st_ino
-    T.write_json_atomic(path, {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]})
+    RS.write_json_atomic(path, {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]})
     assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]}
     assert path.stat().st_ino != inode  # a new file renamed over the old one, not rewritten in place
     assert sorted(p.name for p in path.parent.iterdir()) == ["curriculum_state.json"]
@@ -1148,30 +1166,30 @@ def test_write_json_atomic_replaces_the_file(tmp_path):
 
 def test_write_json_atomic_failure_keeps_the_old_file(tmp_path):
     path = tmp_path / "curriculum_state.json"
-    T.write_json_atomic(path, {"next_stage": 3})
+    RS.write_json_atomic(path, {"next_stage": 3})
     with pytest.raises(TypeError):
-        T.write_json_atomic(path, {"next_stage": object()})
+        RS.write_json_atomic(path, {"next_stage": object()})
     assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 3}
 
 
 def test_write_json_atomic_failure_leaves_no_tmp_file(tmp_path):
     path = tmp_path / "curriculum_state.json"
-    T.write_json_atomic(path, {"next_stage": 3})
+    RS.write_json_atomic(path, {"next_stage": 3})
     with pytest.raises(TypeError):
-        T.write_json_atomic(path, {"next_stage": object()})
+        RS.write_json_atomic(path, {"next_stage": object()})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["curriculum_state.json"]
 
 
 def test_last_checkpoint_picks_the_highest_number(tmp_path):
-    assert T.last_checkpoint(tmp_path / "missing") is None
+    assert RS.last_checkpoint(tmp_path / "missing") is None
     ckpts = tmp_path / "checkpoints"
     ckpts.mkdir()
-    assert T.last_checkpoint(ckpts) is None
+    assert RS.last_checkpoint(ckpts) is None
     for name in ("checkpoint-2", "checkpoint-10", "checkpoint-9", "checkpoint-final", "checkpoint-", "runs"):
         (ckpts / name).mkdir()
-    assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
+    assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
     (ckpts / "checkpoint-100").mkdir()
-    assert T.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
+    assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
 
 
 # ------------------------------------------------------------------------------------
@@ -1183,52 +1201,52 @@ def run_cfg(tmp_path, *argv, profile="cpu"):
 
 def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
     cfg = run_cfg(tmp_path)
-    base = T.config_fingerprint(T.run_settings(cfg))
+    base = RS.config_fingerprint(RS.run_settings(cfg))
     for change in [{"N_STAGES": 9}, {"OUTPUT_DIR": "elsewhere"}, {"LOG_DIR": "x"}, {"N_EVAL_EPISODES": 3},
                    {"SAVE_STEPS": 7}, {"RESUME": False}, {"RESUME_ANY_CONFIG": True}, {"LOG_INTERVAL": 5},
                    {"PER_DEVICE_BATCH_SIZE": 8, "GRAD_ACCUM_STEPS": 2}]:  # 8 x 2 = 16 x 1: the same steps
-        assert T.config_fingerprint(T.run_settings({**cfg, **change})) == base, change
+        assert RS.config_fingerprint(RS.run_settings({**cfg, **change})) == base, change
     changes = {"MODEL_NAME": "org/other", "_PROFILE": "peft", "USE_LORA": True, "LORA_RANK": 8, "LORA_ALPHA": 16,
                "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
                "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
                "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
                "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8,
                "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "heuristic"}
-    assert set(changes) >= set(T.RUN_SETTING_KEYS)
+    assert set(changes) >= set(RS.RUN_SETTING_KEYS)
     for key, value in changes.items():
-        assert T.config_fingerprint(T.run_settings({**cfg, key: value})) != base, key
-    assert T.run_settings(cfg)["REWARD_FUNCTIONS"] == list(T.REWARD_NAMES)
+        assert RS.config_fingerprint(RS.run_settings({**cfg, key: value})) != base, key
+    assert RS.run_settings(cfg)["REWARD_FUNCTIONS"] == list(RW.REWARD_NAMES)
 
 
 def test_resume_refuses_a_state_of_another_configuration(tmp_path, capsys):
     cfg = run_cfg(tmp_path)
     path = tmp_path / "out" / "curriculum_state.json"
-    state = {**T.fresh_state(cfg), "next_stage": 3, "stages": [{"stage": 1}, {"stage": 2}]}
-    T.write_json_atomic(path, state)
-    assert T.load_curriculum_state(path, run_cfg(tmp_path, "--N_STAGES=8")) == state  # N_STAGES extends a run
+    state = {**RS.fresh_state(cfg), "next_stage": 3, "stages": [{"stage": 1}, {"stage": 2}]}
+    RS.write_json_atomic(path, state)
+    assert RS.load_curriculum_state(path, run_cfg(tmp_path, "--N_STAGES=8")) == state  # N_STAGES extends a run
     with pytest.raises(SystemExit) as err:
-        T.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
+        RS.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(str(path))
     assert "LEARNING_RATES [0.0002] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
     assert "--RESUME=False" in msg and "--RESUME_ANY_CONFIG=True" in msg
     assert "TEMPERATURE" not in msg  # only what differs
-    fresh = T.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
+    fresh = RS.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
     assert fresh["next_stage"] == 1 and fresh["stages"] == []
     capsys.readouterr()
     other = run_cfg(tmp_path, "--SEED=7", "--RESUME_ANY_CONFIG=True")
-    resumed = T.load_curriculum_state(path, other)
-    assert resumed["next_stage"] == 3 and resumed["fingerprint"] == T.config_fingerprint(T.run_settings(other))
+    resumed = RS.load_curriculum_state(path, other)
+    assert resumed["next_stage"] == 3 and resumed["fingerprint"] == RS.config_fingerprint(RS.run_settings(other))
     assert "RESUME_ANY_CONFIG: resuming" in capsys.readouterr().out
 
 
 def test_resume_refuses_a_state_without_settings(tmp_path):
     cfg = run_cfg(tmp_path)
     path = tmp_path / "curriculum_state.json"
-    T.write_json_atomic(path, {"version": 1, "next_stage": 2, "difficulty": 1, "stages": [{"stage": 1}], "finished": False})
+    RS.write_json_atomic(path, {"version": 1, "next_stage": 2, "difficulty": 1, "stages": [{"stage": 1}], "finished": False})
     with pytest.raises(SystemExit, match="records no settings"):
-        T.load_curriculum_state(path, cfg)
-    assert T.load_curriculum_state(path, {**cfg, "RESUME_ANY_CONFIG": True})["next_stage"] == 2
+        RS.load_curriculum_state(path, cfg)
+    assert RS.load_curriculum_state(path, {**cfg, "RESUME_ANY_CONFIG": True})["next_stage"] == 2
 
 
 def make_old_run(out: Path, logs: Path, cfg) -> None:
@@ -1241,16 +1259,16 @@ def make_old_run(out: Path, logs: Path, cfg) -> None:
     (logs).mkdir(parents=True)
     for f in ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl", "other.jsonl"):
         (logs / f).write_text("{}\n")
-    state = {**T.fresh_state(cfg), "next_stage": 6, "stages": [{"stage": i} for i in range(1, 6)], "finished": True,
+    state = {**RS.fresh_state(cfg), "next_stage": 6, "stages": [{"stage": i} for i in range(1, 6)], "finished": True,
              "final_files": ["adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "../escape", "a/b", ""]}
-    T.write_json_atomic(out / "curriculum_state.json", state)
+    RS.write_json_atomic(out / "curriculum_state.json", state)
 
 
 def test_archive_previous_run_moves_the_run_and_nothing_else(tmp_path):
     out, logs = tmp_path / "out", tmp_path / "logs"
     make_old_run(out, logs, run_cfg(tmp_path))
     (tmp_path / "escape").write_text("outside the output directory")
-    dest = T.archive_previous_run(out, logs, stamp="20260101-000000")
+    dest = RS.archive_previous_run(out, logs, stamp="20260101-000000")
     assert dest == out / "previous_run_20260101-000000"
     assert sorted(p.name for p in dest.iterdir()) == sorted([
         "curriculum_state.json", "stage_1", "stage_2", "stage_5", "merged", "adapter_model.safetensors",
@@ -1261,9 +1279,9 @@ def test_archive_previous_run_moves_the_run_and_nothing_else(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["cpu_base_model", "notes.txt", dest.name, "previous_run_x", "stage_x"]
     assert sorted(p.name for p in logs.iterdir()) == ["other.jsonl"]
     assert (tmp_path / "escape").exists()
-    assert T.archive_previous_run(out, logs, stamp="20260101-000000") is None  # nothing left to move
+    assert RS.archive_previous_run(out, logs, stamp="20260101-000000") is None  # nothing left to move
     (out / "stage_1").mkdir()
-    assert T.archive_previous_run(out, logs, stamp="20260101-000000") == out / "previous_run_20260101-000000_1"
+    assert RS.archive_previous_run(out, logs, stamp="20260101-000000") == out / "previous_run_20260101-000000_1"
 
 
 def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
@@ -1271,17 +1289,17 @@ def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
     rerun continues the new run (stage 1), not the old one (all 5 stages done)."""
     out, logs = tmp_path / "out", tmp_path / "logs"
     make_old_run(out, logs, run_cfg(tmp_path))
-    state = T.start_run(run_cfg(tmp_path, "--RESUME=False"))
+    state = RS.start_run(run_cfg(tmp_path, "--RESUME=False"))
     assert "RESUME=False: the previous run" in capsys.readouterr().out
     assert state["next_stage"] == 1 and state["stages"] == []
     assert json.loads((out / "curriculum_state.json").read_text()) == state  # recorded before any training
     assert not any(out.glob("stage_[0-9]*")) and not (out / "adapter_model.safetensors").exists()
     (out / "stage_1" / "checkpoints" / "checkpoint-2").mkdir(parents=True)  # killed after one step checkpoint
-    rerun = T.start_run(run_cfg(tmp_path))
+    rerun = RS.start_run(run_cfg(tmp_path))
     assert rerun["next_stage"] == 1 and rerun["stages"] == []
-    assert T.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")
+    assert RS.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")
     with pytest.raises(SystemExit, match="different configuration"):
-        T.start_run(run_cfg(tmp_path, "--SEED=1"))  # and a resume inside stage 1 checks the settings too
+        RS.start_run(run_cfg(tmp_path, "--SEED=1"))  # and a resume inside stage 1 checks the settings too
 
 
 def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
@@ -1291,7 +1309,7 @@ def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     cfg = T.build_config(["--USE_VLLM=True"], profile="peft")
     with pytest.raises(SystemExit, match="pip install vllm"):
-        T.check_vllm(cfg)
+        CK.check_vllm(cfg)
 
 
 def test_vllm_mode_is_validated():
@@ -1312,32 +1330,32 @@ def test_grpo_config_maps_vllm_server_mode(tmp_path):
 def test_integrity_watch_scores_the_battery_and_reports_a_positive_margin(isolated):
     cfg = T.default_config()
     cfg["INTEGRITY_PROMPTS"] = 3
-    T.RUN_CONTEXT["signatures"] = {"completions": 10, "unparseable": 4}
-    report = T.integrity_watch(cfg, stage=1, difficulty=2, previous=None)
+    T.RUN.signatures = {"completions": 10, "unparseable": 4}
+    report = W.integrity_watch(cfg, stage=1, difficulty=2, previous=None, run=T.RUN)
     assert report["margin"] > 0 and report["closest_hack"] in report["hack_margins"]
     assert set(report["hack_margins"]) == set(H_HACKS) and all(m > 0 for m in report["hack_margins"].values())
     assert report["signature_rates"]["unparseable"] == 0.4 and report["flags"] == []
     # the watch's own hack texts are neither logged nor counted as the policy's completions
-    assert T.RUN_CONTEXT["signatures"] == {"completions": 10, "unparseable": 4}
+    assert T.RUN.signatures == {"completions": 10, "unparseable": 4}
     assert not (isolated / "logs" / "generations.jsonl").exists()
-    line = T.integrity_line(1, report)
+    line = W.integrity_line(1, report)
     assert line.startswith("[integrity] stage 1 | honest - best hack +") and line.endswith("| OK")
 
 
 def test_integrity_watch_flags_hack_signatures_and_rising_garbage():
     cfg = T.default_config()
     cfg["INTEGRITY_PROMPTS"] = 1
-    T.RUN_CONTEXT["signatures"] = {"completions": 10, "keyword_list": 3, "unparseable": 6, "zero_cost_claims": 2}
+    T.RUN.signatures = {"completions": 10, "keyword_list": 3, "unparseable": 6, "zero_cost_claims": 2}
     previous = {"integrity": {"signature_rates": {"unparseable": 0.3}}}
-    report = T.integrity_watch(cfg, stage=2, difficulty=1, previous=previous)
+    report = W.integrity_watch(cfg, stage=2, difficulty=1, previous=previous, run=T.RUN)
     text = " ".join(report["flags"])
     assert "keyword list in 30%" in text and "zero cost claims in 20%" in text
     assert "unparseable answers rising: 30% -> 60%" in text
-    assert "FLAG: " in T.integrity_line(2, report)
+    assert "FLAG: " in W.integrity_line(2, report)
 
 
 def test_policy_completions_are_counted_by_signature():
-    T.RUN_CONTEXT["signatures"] = {}
+    T.RUN.signatures = {}
     prompt = prompts10()[0]
     env = LifeStackEnv()
     task, state, _ = context(prompt)
@@ -1346,7 +1364,7 @@ def test_policy_completions_are_counted_by_signature():
     texts = battery(env)
     for name in ("honest", "keyword_list", "garbage", "huge_free_claims"):
         T.get_lifestack_evaluation(texts[name], prompt)
-    counts = T.RUN_CONTEXT["signatures"]
+    counts = T.RUN.signatures
     assert counts["completions"] == 4 and counts["keyword_list"] == 1 and counts["unparseable"] == 1
     assert counts["zero_cost_claims"] == 1
 
@@ -1355,23 +1373,23 @@ def test_stage_diversity_reads_the_held_out_answers_and_flags_collapse():
     prompts = list(prompts10())
     same = json.dumps({"action_type": "negotiate", "target_domain": "mental_wellbeing", "route": "rebook_premium",
                        "metric_changes": {}, "resource_cost": {"time": 1, "money": 0, "energy": 0}, "reasoning": "x"})
-    report = T.stage_diversity(prompts, [same] * len(prompts))
+    report = W.stage_diversity(prompts, [same] * len(prompts))
     assert set(report) == {"flight_crisis", "code_merge_crisis"}
     assert report["code_merge_crisis"]["route_fits"] == 0.0 and report["flight_crisis"]["route_fits"] == 1.0
-    line = T.diversity_line(3, report)
+    line = W.diversity_line(3, report)
     assert line.startswith("[diversity] stage 3 | ") and "COLLAPSED onto one answer" in line
     honest = [policy_completion(p, heuristic) for p in prompts]
-    assert "COLLAPSED" not in T.diversity_line(3, T.stage_diversity(prompts, honest))
+    assert "COLLAPSED" not in W.diversity_line(3, W.stage_diversity(prompts, honest))
 
 
 def test_vllm_colocate_trains_at_most_one_stage_per_process():
     cfg = T.default_config()
     cfg.update(USE_VLLM=True, VLLM_MODE="colocate", N_STAGES=5)
-    assert "would start 5 vLLM engines" in T.colocate_problem(cfg, done_stages=0)
-    assert "--N_STAGES=3" in T.colocate_problem(cfg, done_stages=2)
-    assert T.colocate_problem(cfg, done_stages=4) is None  # one stage left
-    assert T.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
-    assert T.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
+    assert "would start 5 vLLM engines" in CK.colocate_problem(cfg, done_stages=0)
+    assert "--N_STAGES=3" in CK.colocate_problem(cfg, done_stages=2)
+    assert CK.colocate_problem(cfg, done_stages=4) is None  # one stage left
+    assert CK.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
+    assert CK.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
 
 
 # ------------------------------------------------------------------------------------
@@ -1379,21 +1397,21 @@ def test_vllm_colocate_trains_at_most_one_stage_per_process():
 # ------------------------------------------------------------------------------------
 def test_horizon_is_validated():
     assert T.build_config(["--HORIZON=3"], profile="cpu")["HORIZON"] == 3
-    for bad in ("--HORIZON=0", f"--HORIZON={T.MAX_HORIZON + 1}"):
+    for bad in ("--HORIZON=0", f"--HORIZON={EP.MAX_HORIZON + 1}"):
         with pytest.raises(T.ConfigError, match="HORIZON"):
             T.build_config([bad], profile="cpu")
     with pytest.raises(T.ConfigError, match="USE_VLLM=False"):
-        T.validate_config({**T.build_config(["--HORIZON=2"], profile="cpu"), "USE_VLLM": True})
+        TC.validate_config({**T.build_config(["--HORIZON=2"], profile="cpu"), "USE_VLLM": True})
 
 
 def test_horizon_one_keeps_the_single_step_fingerprint():
     cfg = T.build_config([], profile="cpu")
-    assert "HORIZON" not in T.run_settings(cfg)  # runs recorded before episode mode still resume
+    assert "HORIZON" not in RS.run_settings(cfg)  # runs recorded before episode mode still resume
     episodic = T.build_config(["--HORIZON=3"], profile="cpu")
-    assert T.run_settings(episodic)["HORIZON"] == 3
-    assert T.config_fingerprint(T.run_settings(cfg)) != T.config_fingerprint(T.run_settings(episodic))
-    recorded = T.fresh_state(episodic)
-    assert "HORIZON 3 -> '(not recorded)'" in T.settings_mismatch(recorded, cfg)
+    assert RS.run_settings(episodic)["HORIZON"] == 3
+    assert RS.config_fingerprint(RS.run_settings(cfg)) != RS.config_fingerprint(RS.run_settings(episodic))
+    recorded = RS.fresh_state(episodic)
+    assert "HORIZON 3 -> '(not recorded)'" in RS.settings_mismatch(recorded, cfg)
 
 
 def played_episode(seed: int, horizon: int = 3):
@@ -1405,7 +1423,7 @@ def played_episode(seed: int, horizon: int = 3):
 
 
 def test_episode_rewards_are_each_turn_scored_alone_then_aggregated():
-    from lifestack.episodes import episode_reward
+    from lifestack.value import episode_reward
 
     episodes = [played_episode(s) for s in range(6)]
     turns = [[[t.prompt, t.completion] for t in ep.turns] for ep in episodes]
@@ -1415,7 +1433,7 @@ def test_episode_rewards_are_each_turn_scored_alone_then_aggregated():
                  episode_outcome=outcomes, episode=[ep.record() for ep in episodes])
         for k, ep in enumerate(episodes):
             per_turn = [fn([t.completion], prompts=[t.prompt], per_turn=True)[0] for t in ep.turns]
-            outcome = outcomes[k] if fn.__name__ == T.OUTCOME_REWARD else None
+            outcome = outcomes[k] if fn.__name__ == RW.OUTCOME_REWARD else None
             assert got[k] == pytest.approx(episode_reward(per_turn, outcome)), fn.__name__
             assert -1.0 <= got[k] <= 1.0
     # the task reward of a played turn is the env's own reward for that step: the episode's
@@ -1429,33 +1447,32 @@ def test_episode_rewards_are_each_turn_scored_alone_then_aggregated():
 
 def test_episode_reward_vector_matches_the_reward_call():
     ep = played_episode(3)
-    vec = T.episode_reward_vector(ep)
-    assert list(vec) == list(T.REWARD_NAMES)
+    vec = T.RUN.episode_vector(ep)
+    assert list(vec) == list(RW.REWARD_NAMES)
     turns = [[[t.prompt, t.completion] for t in ep.turns]]
     assert vec["reward_format_fn"] == T.reward_format_fn([""], turns=turns, episode_outcome=[0.0])[0]
 
 
 def test_episode_log_line_lists_turns_with_their_rewards(isolated, monkeypatch):
-    monkeypatch.setitem(T.RUN_CONTEXT, "log_interval", 1)
-    monkeypatch.setitem(T.RUN_CONTEXT, "episodes_played", 0)
+    T.RUN.log_interval = 1
     ep = played_episode(5)
-    T._maybe_log_episode(ep)
-    T.close_generation_log()
+    T.RUN.log_episode(ep)
+    T.RUN.log.close()
     [line] = [json.loads(x) for x in (isolated / "generations.jsonl").read_text().splitlines()]
     assert line["horizon"] == 3 and len(line["turns"]) == len(ep.turns) and line["episode"] == 1
-    assert line["task_reward"] == pytest.approx(T.episode_reward_vector(ep)[T.OUTCOME_REWARD])
+    assert line["task_reward"] == pytest.approx(T.RUN.episode_vector(ep)[RW.OUTCOME_REWARD])
     for logged, turn in zip(line["turns"], ep.turns):
         assert logged["completion"] == turn.completion and logged["task_reward"] == turn.reward
-        assert set(logged["grpo_rewards"]) == set(T.REWARD_NAMES) and T.METADATA_OPEN not in logged["prompt_head"]
+        assert set(logged["grpo_rewards"]) == set(RW.REWARD_NAMES) and PR.METADATA_OPEN not in logged["prompt_head"]
     assert line["outcome"] == ep.outcome()
 
 
 def test_per_turn_evaluations_are_not_logged_in_episode_mode(isolated, monkeypatch):
-    monkeypatch.setitem(T.RUN_CONTEXT, "log_interval", 1)
-    monkeypatch.setitem(T.RUN_CONTEXT, "episodes", True)
+    T.RUN.log_interval = 1
+    T.RUN.episodes = True
     prompt = dataset(3)[0]["prompt"]
     T.get_lifestack_evaluation(GARBAGE, prompt)
-    T.close_generation_log()
+    T.RUN.log.close()
     assert not (isolated / "generations.jsonl").exists()
 
 
@@ -1488,13 +1505,13 @@ def _cfg(**kw):
     ([{"difficulty": 2, "mean_task_reward": 0.9, "move": "stay"}], 2, 0.9, ("advance", 3)),
 ])
 def test_curriculum_step(stages, difficulty, mean, expected):
-    move, nxt, reason = T.curriculum_step(stages, difficulty, mean, _cfg())
+    move, nxt, reason = RS.curriculum_step(stages, difficulty, mean, _cfg())
     assert (move, nxt) == expected and reason
 
 
 def test_curriculum_never_retreats_when_the_threshold_is_off():
     cfg = _cfg(RETREAT_THRESHOLD=-1.0)
-    assert T.curriculum_step([{"difficulty": 4, "mean_task_reward": -0.9}], 4, -0.95, cfg)[:2] == ("stay", 4)
+    assert RS.curriculum_step([{"difficulty": 4, "mean_task_reward": -0.9}], 4, -0.95, cfg)[:2] == ("stay", 4)
 
 
 def test_curriculum_does_not_oscillate_on_a_noisy_reward():
@@ -1506,7 +1523,7 @@ def test_curriculum_does_not_oscillate_on_a_noisy_reward():
     cfg, stages, d = _cfg(), [], 2
     for stage in range(1, 41):
         mean = rng.uniform(0.1, 0.75)
-        move, nxt, _ = T.curriculum_step(stages, d, mean, cfg)
+        move, nxt, _ = RS.curriculum_step(stages, d, mean, cfg)
         if stages and stages[-1]["move"] == "advance":
             assert move != "retreat"
         if stages and stages[-1]["move"] == "retreat":
@@ -1520,10 +1537,10 @@ def test_curriculum_does_not_oscillate_on_a_noisy_reward():
 
 def test_retreat_threshold_is_validated():
     with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
-        T.validate_config(_cfg(RETREAT_THRESHOLD=0.7))
+        TC.validate_config(_cfg(RETREAT_THRESHOLD=0.7))
     with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
-        T.validate_config(_cfg(RETREAT_THRESHOLD=float("nan")))
-    T.validate_config(_cfg(RETREAT_THRESHOLD=-1.0))
+        TC.validate_config(_cfg(RETREAT_THRESHOLD=float("nan")))
+    TC.validate_config(_cfg(RETREAT_THRESHOLD=-1.0))
 
 
 def test_curriculum_plot_marks_moves_and_the_retreat_line(tmp_path):
@@ -1531,5 +1548,23 @@ def test_curriculum_plot_marks_moves_and_the_retreat_line(tmp_path):
               {"stage": 2, "difficulty": 2, "mean_task_reward": 0.1, "move": "stay", "advance": False},
               {"stage": 3, "difficulty": 2, "mean_task_reward": 0.1, "move": "retreat", "advance": False}]
     path = tmp_path / "c.png"
-    assert T.plot_curriculum(stages, path, 0.6, retreat=0.3)
+    assert PL.plot_curriculum(stages, path, 0.6, retreat=0.3)
     assert path.stat().st_size > 1000
+
+
+def test_the_documented_configuration_checks_are_validate_configs_in_order():
+    """docs/train_trl.md's numbered list under "Validation" has one item per check of
+    validate_config, in the order they run, each naming the key its error names."""
+    import ast
+    import re
+
+    src = (ROOT / "lifestack" / "training" / "config.py").read_text(encoding="utf-8")
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "validate_config")
+    calls = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "need"),
+                   key=lambda n: (n.lineno, n.col_offset))
+    keys = [ast.literal_eval(c.args[1]) for c in calls]
+    doc = (ROOT / "docs" / "train_trl.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### Validation"):doc.index("### The CPU profile's values")]
+    items = re.findall(r"^\d+\. `([A-Z_0-9]+)`", section, re.M)
+    assert items == keys
+    assert f"The {len(keys)} checks, in order" in section

@@ -1,0 +1,20 @@
+"""The machinery of ``scripts/train_trl.py``, one concept per module.
+
+- ``config``: ``--KEY=value`` overrides, validation, the device and CPU profiles.
+- ``distributed``: rank, world size, barriers, broadcasts, rank-0 logging.
+- ``tiny_model``: the CPU profile's tiny Qwen2 model and offline tokenizer.
+- ``models``: precision, loading (Unsloth, transformers + PEFT, tiny), saving, merging.
+- ``rewards``: what the six reward functions share (names, format score, the clip/time/
+  episode wrapper, reward vectors) and the process's cached evaluator.
+- ``context``: the run context the reward functions record into, and the feedback source.
+- ``generation_log``: ``generations.jsonl``, opened and closed by its owner.
+- ``run_state``: ``curriculum_state.json``, resume, archiving, the curriculum's decision.
+- ``warm_start``: supervised steps on demonstrations before GRPO.
+- ``evaluation``: generation, held-out and final evaluations, on-policy states.
+- ``watch``: answer diversity and the reward-integrity watch per stage.
+- ``checks``: pre-flight checks (vLLM, ENV_URL server, episode length).
+- ``plots``: the reward curve, the curriculum plot, the training curves.
+
+Nothing here imports torch, transformers, trl or peft at module level: they are imported
+inside the functions that need them, so ``import lifestack`` stays light.
+"""

@@ -1,0 +1,74 @@
+"""Pre-flight checks: what must hold before a model loads or a stage trains (vLLM
+installed, one colocated vLLM engine per process, an answering ENV_URL server, an episode
+that fits the sequence limit)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lifestack.training.distributed import log
+from lifestack.training.models import unwrap
+
+
+def colocate_problem(cfg: dict[str, Any], done_stages: int) -> str | None:
+    """vLLM colocate builds one engine per GRPOTrainer (TRL 1.14), so one process must train
+    at most one stage with it; a reason string when this run would train more."""
+    to_train = cfg["N_STAGES"] - done_stages
+    if cfg["USE_VLLM"] and cfg["VLLM_MODE"] == "colocate" and to_train > 1:
+        return (f"VLLM_MODE=colocate would start {to_train} vLLM engines in one process (one per stage); run one "
+                f"stage per process (--N_STAGES={done_stages + 1}, then {done_stages + 2}, ...: each rerun resumes) "
+                "or use --VLLM_MODE=server")
+    return None
+
+
+def check_vllm(cfg: dict[str, Any]) -> None:
+    import importlib.util
+
+    if cfg["USE_VLLM"] and importlib.util.find_spec("vllm") is None:
+        raise SystemExit("USE_VLLM=True but vLLM is not installed: `pip install vllm` (GPU only), or set USE_VLLM=False")
+
+
+def check_episode_length(cfg: dict[str, Any], model, tokenizer) -> None:
+    """Episode mode: say how long an episode's sequence gets, and stop before training
+    when it cannot fit (Unsloth's MAX_SEQ_LENGTH, else the model's position limit)."""
+    if cfg["HORIZON"] == 1:
+        return
+    from lifestack.rollout import episode_tokens
+
+    need = episode_tokens(tokenizer, cfg["HORIZON"], cfg["MAX_COMPLETION_LENGTH"])
+    config = getattr(unwrap(model), "config", None)
+    limit, what = getattr(config, "max_position_embeddings", None), "the model's max_position_embeddings"
+    if cfg["_PROFILE"] == "unsloth":
+        limit, what = cfg["MAX_SEQ_LENGTH"], "MAX_SEQ_LENGTH"
+    log(f"[episodes] a {cfg['HORIZON']}-turn episode takes up to about {need} tokens (prompt, "
+        f"{cfg['HORIZON']} answers of <= {cfg['MAX_COMPLETION_LENGTH']}, environment turns)"
+        + (f"; limit {limit} ({what})" if limit else ""))
+    if limit and need > limit:
+        raise SystemExit(f"HORIZON={cfg['HORIZON']}: an episode needs about {need} tokens but {what} is {limit}; "
+                         f"raise it (--MAX_SEQ_LENGTH={need + 256} with Unsloth) or lower HORIZON or "
+                         "MAX_COMPLETION_LENGTH")
+    if cfg["_PROFILE"] == "cpu":  # the tiny tokenizer's count says nothing about the real job: say the real one
+        try:
+            from lifestack.qwen_tokens import MissingQwenExtra, qwen25_tokenizer
+
+            real = episode_tokens(qwen25_tokenizer(), cfg["HORIZON"], cfg["MAX_COMPLETION_LENGTH"])
+        except MissingQwenExtra:
+            return
+        fits = real <= cfg["MAX_SEQ_LENGTH"]
+        log(f"[episodes] in Qwen2.5 tokens (the real job) the same episode takes up to about {real}: "
+            + (f"fits MAX_SEQ_LENGTH {cfg['MAX_SEQ_LENGTH']}" if fits else
+               f"on a GPU with Unsloth it needs --MAX_SEQ_LENGTH={real + 256} (now {cfg['MAX_SEQ_LENGTH']})"))
+
+
+def check_env_server(cfg: dict[str, Any]) -> None:
+    """Stop before any model loads when ENV_URL is set but no server answers there."""
+    if not cfg["ENV_URL"]:
+        return
+    from lifestack.client import LifeStackClient
+
+    try:
+        health = LifeStackClient(cfg["ENV_URL"], timeout=10).health()
+    except Exception as exc:
+        raise SystemExit(f"ENV_URL={cfg['ENV_URL']}: no LifeStack server answers ({type(exc).__name__}: {exc}); "
+                         "start one with `python -m lifestack.serve` or set ENV_URL=\"\"") from None
+    log(f"[setup] episodes play on {cfg['ENV_URL']} ({health})")

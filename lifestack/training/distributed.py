@@ -1,0 +1,54 @@
+"""Distributed helpers: a single process unless launched by ``torchrun`` / ``accelerate``.
+
+Rank and world size come from the launcher's environment; torch.distributed is imported
+only when there are several processes.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def world_info() -> tuple[int, int]:
+    """(rank, world size) from the launcher's environment."""
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_main_process() -> bool:
+    return world_info()[0] == 0
+
+
+def broadcast_object(obj: Any) -> Any:
+    """Rank 0's ``obj`` on every rank (identity in a single process)."""
+    if world_info()[1] == 1:
+        return obj
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def barrier() -> None:
+    if world_info()[1] > 1:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+
+
+def init_distributed() -> None:
+    """Join the process group early (gloo on CPU, NCCL on GPUs) so barriers work before
+    the first trainer exists; a no-op in a single process."""
+    if world_info()[1] > 1:
+        from accelerate import PartialState
+
+        PartialState()
+
+
+def log(msg: str) -> None:
+    if is_main_process():
+        print(msg, flush=True)

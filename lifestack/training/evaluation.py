@@ -1,0 +1,261 @@
+"""Generating with the policy and measuring it: greedy or seeded-sampled completions, the
+curriculum's held-out evaluation, the on-policy states of ON_POLICY_STATES, and the
+final evaluation (whole episodes from fixed starts, trained vs GRPO's start, with its
+plots and ``eval_episodes.jsonl``). torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from lifestack.actions import parse_action
+from lifestack.env import LifeStackEnv
+from lifestack.episodes import Episode, play_many
+from lifestack.onpolicy import advance_by_policy
+from lifestack.prompts import build_prompt, prompt_text, read_metadata
+from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
+from lifestack.training.context import RunContext
+from lifestack.training.distributed import broadcast_object, is_main_process, log
+from lifestack.training.models import unwrap, load_model
+from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
+from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
+
+
+def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16,
+                         temperature: float = 0.0, seed: int = 0) -> list[str]:
+    """Completions for conversational prompts: greedy (``temperature=0``), or sampled with
+    a fixed torch seed, so evaluations are reproducible either way."""
+    import torch
+
+    sampling = {"do_sample": False}
+    if temperature > 0:
+        sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
+        torch.manual_seed(seed)
+
+    model_ = model
+    was_training = model_.training
+    model_.eval()
+    out: list[str] = []
+    device = next(model_.parameters()).device
+    try:
+        for i in range(0, len(prompts), batch_size):
+            chunk = prompts[i:i + batch_size]
+            texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in chunk]
+            enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
+            with torch.no_grad():
+                gen = model_.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
+                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+            new = gen[:, enc["input_ids"].shape[1]:]
+            out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
+    finally:
+        if was_training:
+            model_.train()
+    return out
+
+
+def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scenario]], list[Scenario]] | None:
+    """ON_POLICY_STATES > 0: move that share of a stage's scenarios on by ``model``'s own
+    greedy answers (the play the final evaluation measures). None when off.
+
+    Rank 0 plays; the other ranks get its answers (plain strings: scenarios hold
+    mappingproxy tables that do not pickle) and replay them through the same environment,
+    which is deterministic, so every process trains on one dataset."""
+    share = cfg["ON_POLICY_STATES"]
+    if share <= 0:
+        return None
+
+    def advance(scenarios: list[Scenario]) -> list[Scenario]:
+        answers: list[list[str]] = []
+        moved = None
+        if is_main_process():
+            core = unwrap(model)
+
+            def play(prompts: list[list[dict]]) -> list[str]:
+                answers.append(generate_completions(core, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"]))
+                return answers[-1]
+
+            t0 = time.perf_counter()
+            moved = advance_by_policy(scenarios, play, share)
+            steps = [b.state.step - a.state.step for a, b in zip(scenarios, moved)]
+            log(f"[on-policy] {sum(k > 0 for k in steps)} of {len(steps)} prompts moved on by the model's own greedy "
+                f"answers ({sum(steps)} steps, {time.perf_counter() - t0:.1f}s)")
+        answers = broadcast_object(answers)
+        if moved is None:
+            batches = iter(answers)
+            moved = advance_by_policy(scenarios, lambda prompts: next(batches), share)
+        return moved
+
+    return advance
+
+
+def held_out_prompts(n: int, difficulty: int | None, seed: int) -> list[list[dict]]:
+    """The prompts of ``generate_dataset(n, difficulty, seed)``, without the Dataset."""
+    return [build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+            for sc in sample_scenarios(n, difficulty, seed)]
+
+
+def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[str, Any], run: RunContext,
+                    samples: int = 0) -> dict[str, Any]:
+    """Mean of each reward and the valid-JSON rate on ``prompts``.
+
+    Greedy completions by default (the curriculum's decision); ``samples=k`` scores k
+    completions per prompt sampled at TEMPERATURE with a fixed seed instead, which
+    measures the policy GRPO actually optimises. With HORIZON > 1 each prompt starts a
+    closed-loop episode and the means are over episodes, aggregated as in training;
+    ``completions`` and ``turn_prompts`` then list every turn.
+    """
+    if samples > 0:
+        prompts = [p for p in prompts for _ in range(samples)]
+    temperature = cfg["TEMPERATURE"] if samples > 0 else 0.0
+
+    def answer(conversations: list[list[dict]]) -> list[str]:
+        return generate_completions(model, tokenizer, conversations, cfg["MAX_COMPLETION_LENGTH"],
+                                    temperature=temperature, seed=cfg["SEED"])
+
+    with run.in_phase("eval", episodes=cfg["HORIZON"] > 1):
+        if cfg["HORIZON"] > 1:
+            start = episode_factory(cfg)
+            episodes = play_many([start(p, cfg["HORIZON"]) for p in prompts], answer)
+            for ep in episodes:
+                run.log_episode(ep)
+            rows = [run.episode_vector(ep) for ep in episodes]
+            turns = [t for ep in episodes for t in ep.turns]
+            completions, turn_prompts = [t.completion for t in turns], [t.prompt for t in turns]
+        else:
+            completions = answer(list(prompts))
+            rows = [run.vector(c, p) for c, p in zip(completions, prompts)]
+            turn_prompts = list(prompts)
+    means = {k: sum(r[k] for r in rows) / len(rows) for k in REWARD_NAMES}
+    valid = sum(1 for c in completions if parse_action(c)[0] is not None) / len(completions)
+    return {"mean_task_reward": means["reward_task_success_fn"], "reward_means": means, "valid_json_rate": valid,
+            "completions": completions, "turn_prompts": turn_prompts}
+
+
+def episode_factory(cfg: dict[str, Any]) -> Callable[[Any, int], Any]:
+    """How episode mode starts the episode of a prompt: in-process (``Episode.from_prompt``),
+    or on the ENV_URL server (``lifestack.client.RemoteEpisode`` reset with the prompt's
+    metadata as its ``scenario``: the same state, hence the same episode)."""
+    url = cfg["ENV_URL"]
+    if not url:
+        return lambda prompt, horizon: Episode.from_prompt(prompt, horizon)
+    from lifestack.client import RemoteEpisode
+
+    def remote(prompt: Any, horizon: int):
+        meta = read_metadata(prompt_text(prompt))
+        if isinstance(meta, str):
+            raise ValueError(f"cannot start a remote episode: {meta}")
+        return RemoteEpisode(url, scenario=meta, horizon=horizon)  # the server rebuilds this very state
+
+    return remote
+
+
+def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> list[dict[str, Any]]:
+    """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step.
+
+    HORIZON = 1: each step is a fresh single-decision prompt of the current state, for the
+    task's whole horizon; the reward is the mean step reward (each step's reward and what it
+    did to its route, ``route_status`` of the env's breakdown or "invalid", are kept per
+    row). HORIZON > 1: the closed-loop
+    conversation the policy was trained on, up to HORIZON turns; the reward is the
+    episode's task reward as training aggregates it (turn mean blended with the outcome).
+    """
+    if cfg["HORIZON"] > 1:
+        return run_conversations(model, tokenizer, cfg, n, seed, run)
+    episodes = [{"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed, "env": env,
+                 "conflict": sc.conflict, "rewards": [], "statuses": [], "valid": 0, "actions": 0}
+                for i, (sc, env) in enumerate(evaluation_starts(n, seed))]
+    for _round in range(max(e["env"].task.horizon for e in episodes)):
+        live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
+        if not live:
+            break
+        prompts = [build_prompt(e["env"].task, e["conflict"], e["env"].state, e["difficulty"], e["seed"]) for e in live]
+        texts = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
+        for e, text in zip(live, texts):
+            obs = e["env"].step(text)
+            e["rewards"].append(obs.reward)
+            e["actions"] += 1
+            breakdown = obs.metadata["breakdown"]
+            e["valid"] += "error" not in breakdown
+            e["statuses"].append("invalid" if "error" in breakdown else str(breakdown.get("route_status", "none")))
+    return [{"episode": e["episode"], "difficulty": e["difficulty"], "domain": e["domain"], "seed": e["seed"],
+             "reward": sum(e["rewards"]) / len(e["rewards"]), "steps": len(e["rewards"]),
+             "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1),
+             "turn_rewards": [round(r, 4) for r in e["rewards"]], "route_statuses": e["statuses"]} for e in episodes]
+
+
+def evaluation_starts(n: int, seed: int) -> list[tuple[Scenario, LifeStackEnv]]:
+    """The final evaluation's ``n`` starts: difficulty rising 1 -> 5, task families
+    alternating, each env reset to the crisis itself (not the scenario's roll-forward)."""
+    starts = []
+    for i in range(n):
+        sc = sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2])
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
+        starts.append((sc, env))
+    return starts
+
+
+def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> list[dict[str, Any]]:
+    """run_episodes in episode mode: the same starts, played as closed-loop episodes."""
+    starts = [Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"])
+              for sc, env in evaluation_starts(n, seed)]
+    play_many(starts, lambda convs: generate_completions(model, tokenizer, convs, cfg["MAX_COMPLETION_LENGTH"]))
+    rows = []
+    for i, ep in enumerate(starts):
+        valid = sum(t.action is not None for t in ep.turns)
+        rows.append({"episode": i, "difficulty": ep.difficulty, "domain": ep.task.domain, "seed": ep.seed,
+                     "reward": run.episode_vector(ep)[OUTCOME_REWARD], "steps": len(ep.turns),
+                     "outcome": ep.env.state.outcome, "valid_json_rate": valid / len(ep.turns),
+                     "turn_rewards": [round(t.reward, 4) for t in ep.turns], "outcome_score": ep.outcome()["score"]})
+    return rows
+
+
+def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext) -> dict[str, Any]:
+    """Trained vs base model on N_EVAL_EPISODES episodes; writes the plot and eval JSONL."""
+    if not is_main_process():
+        return {}
+    n, seed = cfg["N_EVAL_EPISODES"], cfg["SEED"] + 20_000_000
+    core = unwrap(model)
+    trained = run_episodes(core, tokenizer, cfg, n, seed, run)
+    start_dir = Path(cfg["OUTPUT_DIR"]) / "stage_0"
+    start_label = "base model"
+    if (start_dir / "config.json").exists() or (start_dir / "adapter_config.json").exists():
+        # GRPO started from the warm-started model: compare with that, not with the base
+        start_label = "warm-started model (GRPO's start)"
+        start_model, start_tok = load_model(cfg, start_dir, banner=False, collective=False)
+        base = run_episodes(unwrap(start_model), start_tok, cfg, n, seed, run)
+        del start_model
+    elif hasattr(core, "disable_adapter"):
+        with core.disable_adapter():  # the same weights without the adapter: the base model
+            base = run_episodes(core, tokenizer, cfg, n, seed, run)
+    else:
+        base_model, base_tok = load_model({**cfg, "USE_LORA": False}, banner=False, collective=False)
+        base = run_episodes(base_model, base_tok, cfg, n, seed, run)
+        del base_model
+    log_dir = Path(cfg["LOG_DIR"])
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / "eval_episodes.jsonl", "w", encoding="utf-8") as fh:
+        for label, rows in (("trained", trained), ("base", base)):
+            for r in rows:
+                fh.write(json.dumps({"model": label, **r}) + "\n")
+    cpu = cfg["_PROFILE"] == "cpu"
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"])
+    curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
+    state_path = Path(cfg["OUTPUT_DIR"]) / "curriculum_state.json"
+    stages = json.loads(state_path.read_text(encoding="utf-8")).get("stages", []) if state_path.exists() else []
+    curriculum = plot_curriculum(stages, cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
+                                 retreat=cfg["RETREAT_THRESHOLD"])
+    summary = {
+        "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,
+        "trained_valid_json": sum(r["valid_json_rate"] for r in trained) / n,
+        "base_valid_json": sum(r["valid_json_rate"] for r in base) / n,
+    }
+    summary["start_model"] = start_label
+    log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
+        f"reward (valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
+        + (f", curves: {cfg['CURVES_PATH']}" if curves else "")
+        + (f", curriculum: {cfg['CURRICULUM_PLOT_PATH']}" if curriculum else ""))
+    return summary

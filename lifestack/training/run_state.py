@@ -1,0 +1,209 @@
+"""A run on disk: ``curriculum_state.json`` (written atomically, with the fingerprint of
+the settings that wrote it), resume and its checks, moving a previous run aside
+(``RESUME=False``), step checkpoints, and the curriculum's decision after each stage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from lifestack.training.distributed import barrier, is_main_process, log
+from lifestack.training.rewards import REWARD_NAMES
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a crash leaves either the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# The settings that change what a run trains. N_STAGES is not one of them (raising it
+# extends a finished run), nor are paths, logging, evaluation episodes or vLLM.
+RUN_SETTING_KEYS = (
+    "MODEL_NAME", "_PROFILE", "USE_LORA", "LORA_RANK", "LORA_ALPHA", "LOAD_IN_4BIT", "SEED", "START_DIFFICULTY",
+    "N_PROMPTS_PER_STAGE", "ADVANCE_THRESHOLD", "RETREAT_THRESHOLD", "N_EVAL_PROMPTS", "LEARNING_RATES", "NUM_GENERATIONS",
+    "MAX_COMPLETION_LENGTH", "TEMPERATURE", "BETA", "REWARD_WEIGHTS", "WARM_START_SFT_STEPS", "WARM_START_LR",
+    "WARM_START_POLICY",
+)
+
+
+def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
+    """What a curriculum state records about the configuration that wrote it."""
+    settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
+    settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
+    settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
+    if cfg["HORIZON"] > 1:  # recorded only when set, so single-step runs keep their fingerprint
+        settings["HORIZON"] = cfg["HORIZON"]
+    if cfg["ON_POLICY_STATES"] > 0:  # likewise
+        settings["ON_POLICY_STATES"] = cfg["ON_POLICY_STATES"]
+    return settings
+
+
+def config_fingerprint(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def fresh_state(cfg: dict[str, Any]) -> dict[str, Any]:
+    settings = run_settings(cfg)
+    return {"version": 1, "next_stage": 1, "difficulty": cfg["START_DIFFICULTY"], "stages": [], "finished": False,
+            "fingerprint": config_fingerprint(settings), "settings": settings}
+
+
+def settings_mismatch(recorded: dict[str, Any], cfg: dict[str, Any]) -> str | None:
+    """``None`` when a recorded state belongs to this configuration, else what differs."""
+    current = run_settings(cfg)
+    if "fingerprint" not in recorded:
+        return "it records no settings (written by an older version of this script)"
+    if recorded["fingerprint"] == config_fingerprint(current):
+        return None
+    old = recorded.get("settings") if isinstance(recorded.get("settings"), dict) else {}
+    keys = list(current) + [key for key in old if key not in current]  # HORIZON is recorded only when > 1
+    diffs = [f"{key} {old.get(key, '(not recorded)')!r} -> {current.get(key, '(not recorded)')!r}"
+             for key in keys if old.get(key) != current.get(key)]
+    return "; ".join(diffs) or "its fingerprint differs"
+
+
+def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
+    """The state to continue from: a fresh one, or (RESUME) the recorded one when it was
+    written by the same settings. A different configuration stops the run, in one line,
+    unless RESUME_ANY_CONFIG; the state then records this run's settings from now on."""
+    fresh = fresh_state(cfg)
+    if not cfg["RESUME"] or not path.exists():
+        return fresh
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        if state.get("version") != 1 or not isinstance(state.get("stages"), list):
+            raise ValueError("unknown layout")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise SystemExit(f"{path}: unreadable curriculum state ({exc}); delete it or run with --RESUME=False") from None
+    mismatch = settings_mismatch(state, cfg)
+    if mismatch is not None:
+        if not cfg["RESUME_ANY_CONFIG"]:
+            raise SystemExit(f"{path}: written by a different configuration ({mismatch}); rerun with those settings, "
+                             "--RESUME=False to start over (the old run is moved aside), or --RESUME_ANY_CONFIG=True "
+                             "to resume it anyway")
+        log(f"[setup] RESUME_ANY_CONFIG: resuming {path} although its configuration differs ({mismatch})")
+        state.update(fingerprint=fresh["fingerprint"], settings=fresh["settings"])
+    return state
+
+
+RUN_LOGS = ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl")
+
+
+def archive_previous_run(out: Path, log_dir: Path, stamp: str | None = None) -> Path | None:
+    """Move a previous run out of the way of a fresh one (``RESUME=False``).
+
+    Moved to ``out/previous_run_<stamp>/``: ``curriculum_state.json``, the ``stage_N``
+    directories (with any step checkpoints), ``merged/``, the final-save files the state
+    lists, and the run's logs (under ``logs/``). Nothing else in ``out`` is touched (the CPU
+    profile's base model, earlier archives, files of your own). Returns the archive, or
+    ``None`` when there was nothing to move.
+    """
+    names: list[str] = []
+    state_path = out / "curriculum_state.json"
+    if state_path.is_file():
+        names.append(state_path.name)
+        try:
+            listed = json.loads(state_path.read_text(encoding="utf-8")).get("final_files", [])
+        except (OSError, ValueError, AttributeError):
+            listed = []
+        names += [n for n in listed if isinstance(n, str) and n == Path(n).name and n not in ("", ".", "..")]
+    if out.is_dir():
+        names += sorted(p.name for p in out.iterdir() if p.is_dir() and re.fullmatch(r"stage_\d+|merged", p.name))
+    names = [n for n in dict.fromkeys(names) if (out / n).exists()]
+    logs = [log_dir / n for n in RUN_LOGS if (log_dir / n).is_file()]
+    if not names and not logs:
+        return None
+    dest = out / f"previous_run_{stamp or time.strftime('%Y%m%d-%H%M%S')}"
+    base, i = dest, 1
+    while dest.exists():
+        dest, i = base.with_name(f"{base.name}_{i}"), i + 1
+    dest.mkdir(parents=True)
+    for name in names:
+        os.replace(out / name, dest / name)
+    if logs:
+        (dest / "logs").mkdir()
+        for path in logs:
+            shutil.move(str(path), str(dest / "logs" / path.name))  # LOG_DIR may be on another filesystem
+    return dest
+
+
+def start_run(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The curriculum state this run starts from, recorded before any training.
+
+    ``RESUME=False`` first moves the previous run aside (rank 0), so that an interrupted
+    fresh run followed by a plain rerun can never continue the old run. Writing the state
+    now (with the settings fingerprint) also lets a resume inside stage 1 check them.
+    """
+    out = Path(cfg["OUTPUT_DIR"])
+    state_path = out / "curriculum_state.json"
+    if is_main_process() and not cfg["RESUME"]:
+        moved = archive_previous_run(out, Path(cfg["LOG_DIR"]))
+        if moved is not None:
+            log(f"[setup] RESUME=False: the previous run (state, stage directories, final model, logs) moved to {moved}")
+    barrier()
+    state = load_curriculum_state(state_path, cfg)
+    if is_main_process():
+        write_json_atomic(state_path, state)
+    barrier()
+    return state
+
+
+def last_checkpoint(directory: Path) -> str | None:
+    if not directory.exists():
+        return None
+    ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
+                   key=lambda p: int(p.name.split("-")[-1]))
+    return str(ckpts[-1]) if ckpts else None
+
+
+def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, cfg: dict[str, Any]) -> tuple[str, int, str]:
+    """The curriculum's decision after a stage: ``(move, next difficulty, reason)``, move one
+    of ``advance``, ``retreat``, ``stay``.
+
+    Advance when the held-out mean task reward is above ADVANCE_THRESHOLD (below 5).
+    Retreat one difficulty (above 1) when it is below RETREAT_THRESHOLD for the second
+    stage running at this difficulty: the first stage after a rise often dips. Likewise
+    the first stage after a retreat never advances. That, and the band between the two
+    thresholds, is the hysteresis that keeps the difficulty from oscillating.
+    ``stages``: the decisions of the stages before this one, in order.
+    """
+    high, low = cfg["ADVANCE_THRESHOLD"], cfg["RETREAT_THRESHOLD"]
+    before = stages[-1] if stages else None
+    if mean > high:
+        if before is not None and before.get("move") == "retreat":
+            return "stay", difficulty, f"{mean:+.3f} > {high:g}, first stage since the retreat"
+        if difficulty < 5:
+            return "advance", difficulty + 1, f"{mean:+.3f} > {high:g}"
+        return "stay", difficulty, f"{mean:+.3f} > {high:g} at the top difficulty"
+    if mean < low:
+        again = before is not None and before.get("difficulty") == difficulty and before.get("mean_task_reward", 1.0) < low
+        if again and difficulty > 1:
+            return "retreat", difficulty - 1, f"{mean:+.3f} < {low:g} for two stages at difficulty {difficulty}"
+        if difficulty > 1:
+            return "stay", difficulty, f"{mean:+.3f} < {low:g}, first stage below it here"
+        return "stay", difficulty, f"{mean:+.3f} < {low:g} at the lowest difficulty"
+    return "stay", difficulty, f"{low:g} <= {mean:+.3f} <= {high:g}"
+
+
+def mean_or_none(xs: Sequence[Any]) -> float | None:
+    """The mean of the numbers in ``xs`` rounded to 4 places (None when there are none):
+    a stage's mean of a per-step metric TRL may leave out."""
+    vals = [float(x) for x in xs if isinstance(x, (int, float))]
+    return round(sum(vals) / len(vals), 4) if vals else None

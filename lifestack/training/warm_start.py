@@ -1,0 +1,74 @@
+"""The warm start: a short supervised pass on demonstrations before GRPO, so that a tiny
+model writes the answer format at all (the CPU profile). torch is imported inside."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from lifestack.env import LifeStackEnv
+from lifestack.episodes import Episode, play
+from lifestack.policies import DEMONSTRATORS
+from lifestack.prompts import build_prompt
+from lifestack.scenarios import sample_scenario
+from lifestack.training.distributed import log
+
+
+def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
+    """A short supervised pass on demonstrations so a tiny model emits JSON.
+
+    WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR, written
+    by ``lifestack.policies.DEMONSTRATORS[WARM_START_POLICY]``: ``format`` (random
+    decisions in the right form, honest costs: the format an instruction model brings,
+    so every decision gain is GRPO's) or ``heuristic`` (the near-optimal decisions
+    themselves). Loss is on the completion tokens only. In episode mode the
+    demonstrations are the demonstrator's turns of played episodes, each after its
+    conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
+    learning check's imitation control continues on scenarios the warm start never saw).
+    Returns the loss per step.
+    """
+    import torch
+
+    steps = cfg["WARM_START_SFT_STEPS"]
+    if steps <= 0:
+        return []
+    demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
+    rng = random.Random(cfg["SEED"] + 777)
+    env = LifeStackEnv()
+    pairs = []
+    for i in range(first_demo, first_demo + max(64, steps * batch_size // 4)):
+        sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
+        demo_rng = random.Random(cfg["SEED"] + 6_000_000 + i)  # Random(seed + index), as every generated item
+        if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
+            ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: demonstrator(e.env, demo_rng))
+            pairs += [(ep.messages[:2 + 2 * k], t.completion) for k, t in enumerate(ep.turns)]
+            continue
+        env.restore(sc.task, sc.state)
+        pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), demonstrator(env, demo_rng)))
+    device = next(model.parameters()).device
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
+    model.train()
+    losses = []
+    for step in range(steps):
+        batch = rng.sample(pairs, min(batch_size, len(pairs)))
+        ids, labels = [], []
+        for messages, answer in batch:
+            p = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            p_ids = tokenizer(p, add_special_tokens=False)["input_ids"]
+            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+            ids.append(p_ids + a_ids)
+            labels.append([-100] * len(p_ids) + a_ids)
+        width = max(len(x) for x in ids)
+        pad = tokenizer.pad_token_id
+        input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
+        label_t = torch.tensor([[-100] * (width - len(x)) + x for x in labels], device=device)
+        mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        loss = model(input_ids=input_ids, attention_mask=mask, labels=label_t).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.detach()))
+        if step % 20 == 0 or step == steps - 1:
+            log(f"[warm start] step {step + 1}/{steps} loss {losses[-1]:.3f}")
+    return losses
