@@ -31,7 +31,6 @@ from lifestack.training.generation_log import GenerationLog  # noqa: E402
 import lifestack.training.config as TC  # noqa: E402
 import lifestack.training.run_state as RS  # noqa: E402
 import lifestack.training.models as MD  # noqa: E402
-import lifestack.training.plots as PL  # noqa: E402
 import lifestack.training.evaluation as EV  # noqa: E402
 import lifestack.training.checks as CK  # noqa: E402
 import lifestack.training.watch as W  # noqa: E402
@@ -39,7 +38,6 @@ import lifestack.training.rewards as RW  # noqa: E402
 import lifestack.prompts as PR  # noqa: E402
 import lifestack.env as ENV  # noqa: E402
 import lifestack.evaluation as LE  # noqa: E402
-import lifestack.episodes as EP  # noqa: E402
 
 from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
@@ -176,85 +174,6 @@ PROMPT_INDEX = st.integers(0, 9)
 DEFAULTS = T.default_config()
 
 
-@pytest.mark.parametrize("arg, key, expected", [
-    ("--N_STAGES=3", "N_STAGES", 3),
-    ("--ADVANCE_THRESHOLD=0.7", "ADVANCE_THRESHOLD", 0.7),
-    ("--ADVANCE_THRESHOLD=1", "ADVANCE_THRESHOLD", 1.0),  # a float accepts an int literal, as a float
-    ("--USE_LORA=True", "USE_LORA", True),
-    ("--USE_LORA=false", "USE_LORA", False),
-    ("--USE_LORA=1", "USE_LORA", True),
-    ("--USE_LORA=0", "USE_LORA", False),
-    ("--MODEL_NAME=org/some-model", "MODEL_NAME", "org/some-model"),
-    ("--MODEL_NAME=[1, 2]", "MODEL_NAME", "[1, 2]"),  # a str is taken raw, not evaluated
-    ("--OUTPUT_DIR=./out=x", "OUTPUT_DIR", "./out=x"),  # split on the first '=' only
-    ("--LEARNING_RATES=[1e-4, 2e-5, 3]", "LEARNING_RATES", [1e-4, 2e-5, 3.0]),
-    ("--REWARD_WEIGHTS=[1, 0.5, 2, 1, 0, 0]", "REWARD_WEIGHTS", [1.0, 0.5, 2.0, 1.0, 0.0, 0.0]),
-    ("--n_stages=2", "N_STAGES", 2),  # names are case-insensitive
-    ("--Seed=7", "SEED", 7),
-])
-def test_parse_overrides_coerces_to_the_default_type(arg, key, expected):
-    out = TC.parse_overrides([arg], DEFAULTS)
-    assert out == {key: expected}
-    assert type(out[key]) is type(expected)
-    if isinstance(expected, list):
-        assert all(type(x) is float for x in out[key])
-
-
-def test_parse_overrides_several_and_none():
-    assert TC.parse_overrides([], DEFAULTS) == {}
-    out = TC.parse_overrides(["--N_STAGES=2", "--use_vllm=False", "--LOG_DIR=elsewhere"], DEFAULTS)
-    assert out == {"N_STAGES": 2, "USE_VLLM": False, "LOG_DIR": "elsewhere"}
-
-
-def test_parse_overrides_unknown_key_lists_the_valid_ones():
-    with pytest.raises(T.ConfigError) as err:
-        TC.parse_overrides(["--BOGUS=1"], DEFAULTS)
-    msg = str(err.value)
-    assert msg.startswith("BOGUS")
-    assert "\n" not in msg
-    for key in DEFAULTS:
-        assert key in msg
-
-
-@pytest.mark.parametrize("arg, key", [
-    ("--N_STAGES=2.5", "N_STAGES"),
-    ("--N_STAGES=", "N_STAGES"),
-    ("--N_STAGES=three", "N_STAGES"),
-    ("--SEED=True", "SEED"),  # a bool is not an int here
-    ("--LEARNING_RATES=abc", "LEARNING_RATES"),
-    ("--LEARNING_RATES=1e-4", "LEARNING_RATES"),  # not a list
-    ("--LEARNING_RATES=[1e-4, 'x']", "LEARNING_RATES"),
-    ("--USE_LORA=maybe", "USE_LORA"),
-    ("--ADVANCE_THRESHOLD=True", "ADVANCE_THRESHOLD"),
-    ("--ADVANCE_THRESHOLD=[0.5]", "ADVANCE_THRESHOLD"),
-    ("--CPU_PROFILE=[1]", "CPU_PROFILE"),
-])
-def test_parse_overrides_wrong_type_names_the_key(arg, key):
-    with pytest.raises(T.ConfigError) as err:
-        TC.parse_overrides([arg], DEFAULTS)
-    msg = str(err.value)
-    assert msg.startswith(key), msg
-    assert "\n" not in msg
-
-
-@pytest.mark.parametrize("arg", ["N_STAGES=3", "--N_STAGES", "-N_STAGES=3", "N_STAGES", "", "--"])
-def test_parse_overrides_malformed_argument(arg):
-    with pytest.raises(T.ConfigError) as err:
-        TC.parse_overrides([arg], DEFAULTS)
-    assert "--KEY=value" in str(err.value)
-
-
-def test_parse_overrides_pathological_nesting_is_a_config_error():
-    with pytest.raises(T.ConfigError):
-        TC.parse_overrides(["--N_STAGES=" + "-" * 10_000 + "1"], DEFAULTS)
-
-
-def cfg_with(**changes):
-    cfg = T.default_config()
-    cfg.update(changes)
-    return cfg
-
-
 def test_default_config_is_valid_and_deep_copied():
     for world in (1, 2, 3, 4):
         TC.validate_config(T.default_config(), world_size=world)
@@ -264,44 +183,6 @@ def test_default_config_is_valid_and_deep_copied():
     assert T.default_config()["LEARNING_RATES"] == T.LEARNING_RATES
     assert "N_STAGES" not in T.default_config()["CPU_PROFILE"]
     assert set(cfg) == set(T.CONFIG_KEYS)
-
-
-@pytest.mark.parametrize("names, changes, world", [
-    (("DEVICE_PROFILE",), {"DEVICE_PROFILE": "tpu"}, 1),
-    (("N_STAGES",), {"N_STAGES": 0}, 1),
-    (("ADVANCE_THRESHOLD",), {"ADVANCE_THRESHOLD": 1.5}, 1),
-    (("ADVANCE_THRESHOLD",), {"ADVANCE_THRESHOLD": float("nan")}, 1),
-    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 3}, 1),
-    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 2}, 3),  # 2 x 1 x 3 = 6, not % 4
-    (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"NUM_GENERATIONS": 8}, 3),  # 4 x 1 x 3 = 12, not % 8
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 5}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 7}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0, 1.0, float("nan"), 1.0, 1.0, 1.0]}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [0.0] * 6}, 1),
-    (("LEARNING_RATES",), {"LEARNING_RATES": []}, 1),
-    (("LEARNING_RATES",), {"LEARNING_RATES": [5e-6, -1e-6]}, 1),
-    (("MAX_COMPLETION_LENGTH",), {"MAX_COMPLETION_LENGTH": 4}, 1),
-    (("USE_VLLM",), {"USE_VLLM": True, "DEVICE_PROFILE": "cpu"}, 1),
-    (("USE_VLLM",), {"USE_VLLM": True, "_PROFILE": "cpu"}, 1),
-])
-def test_validate_config_names_the_bad_constant(names, changes, world):
-    with pytest.raises(T.ConfigError) as err:
-        TC.validate_config(cfg_with(**changes), world_size=world)
-    msg = str(err.value)
-    assert msg.startswith(names), msg
-    assert "\n" not in msg
-
-
-def test_validate_config_batch_divisibility_counts_processes():
-    cfg = cfg_with(PER_DEVICE_BATCH_SIZE=2)
-    TC.validate_config(cfg, world_size=2)  # 2 x 1 x 2 = 4: fine
-    TC.validate_config(cfg, world_size=4)
-    with pytest.raises(T.ConfigError):
-        TC.validate_config(cfg, world_size=1)
-    with pytest.raises(T.ConfigError):
-        TC.validate_config(cfg, world_size=3)
-    TC.validate_config(cfg_with(PER_DEVICE_BATCH_SIZE=1, GRAD_ACCUM_STEPS=4))  # accumulation counts too
-    TC.validate_config(cfg_with(USE_VLLM=True, DEVICE_PROFILE="peft"))  # vLLM is fine on a GPU profile
 
 
 def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
@@ -366,21 +247,6 @@ def test_trained_weights_are_fp32_only_a_lora_base_is_half():
     for precision in ("fp32", "bf16", "fp16"):
         assert MD.weight_precision(precision, lora=False) == "fp32"
         assert MD.weight_precision(precision, lora=True) == precision
-
-
-def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
-    import importlib.util
-
-    import torch
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
-    assert TC.resolve_profile("auto", 1, use_lora=True) == "unsloth"
-    assert TC.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
-    assert TC.resolve_profile("auto", 2, use_lora=True) == "peft"
-    with pytest.raises(T.ConfigError, match="^USE_LORA"):
-        T.build_config(["--USE_LORA=False", "--DEVICE_PROFILE=unsloth"])
 
 
 def test_main_config_error_returns_2_with_one_line(capsys):
@@ -1098,208 +964,6 @@ def test_unwritable_log_dir_changes_no_reward(tmp_path, capsys):
 # ====================================================================================
 # Small helpers
 # ====================================================================================
-def test_rolling_mean():
-    assert PL.rolling_mean([]) == []
-    assert PL.rolling_mean([1.0, 2.0, 3.0, 4.0], window=2) == [1.0, 1.5, 2.5, 3.5]
-    assert PL.rolling_mean([5.0, -1.0, 2.0], window=1) == [5.0, -1.0, 2.0]
-    xs = [float(i) for i in range(12)]
-    out = PL.rolling_mean(xs)
-    assert len(out) == 12
-    assert out[0] == 0.0 and out[3] == pytest.approx(1.5)
-    assert out[-1] == pytest.approx(sum(xs[2:]) / 10)  # default window 10
-
-
-def _hlines(monkeypatch):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.axes import Axes
-
-    lines = []
-    real = Axes.axhline
-    monkeypatch.setattr(Axes, "axhline", lambda self, y=0, *a, **k: lines.append((y, k.get("label"))) or real(self, y, *a, **k))
-    return lines
-
-
-def test_reward_plot_has_no_threshold_and_says_what_it_compares(tmp_path, monkeypatch):
-    lines = _hlines(monkeypatch)
-    titles = []
-    from matplotlib.axes import Axes
-
-    real_title = Axes.set_title
-    monkeypatch.setattr(Axes, "set_title", lambda self, t, *a, **k: titles.append(t) or real_title(self, t, *a, **k))
-    rows = [{"episode": i, "reward": 0.1 * i} for i in range(3)]
-    PL.plot_reward_curve(rows, rows, tmp_path / "curve.png", "warm-started model (GRPO's start)", cpu=True)
-    # the threshold applies to the held-out single-step mean, not to an episode's mean
-    assert lines == [] and (tmp_path / "curve.png").exists()
-    assert "warm-started model" in titles[0] and PL.CPU_PLOT_NOTE in titles[0]
-
-
-def test_curriculum_plot_draws_the_threshold_on_the_held_out_reward(tmp_path, monkeypatch):
-    lines = _hlines(monkeypatch)
-    stages = [{"stage": 1, "difficulty": 1, "mean_task_reward": 0.7}, {"stage": 2, "difficulty": 2, "mean_task_reward": 0.4}]
-    assert PL.plot_curriculum(stages, tmp_path / "cur.png", threshold=0.35)
-    assert lines == [(0.35, "ADVANCE_THRESHOLD 0.35")] and (tmp_path / "cur.png").exists()
-    assert not PL.plot_curriculum([], tmp_path / "none.png", 0.6)
-
-
-def test_curriculum_plot_says_why_the_difficulty_never_rose():
-    flat = [{"stage": k, "difficulty": 1, "mean_task_reward": r, "advance": False} for k, r in ((1, 0.4), (2, 0.1))]
-    note = PL.curriculum_note(flat, 0.6, cpu=True)
-    assert "never advanced" in note and "best +0.400" in note and "difficulty 1" in note and "docs/learning.md" in note
-    assert "docs/learning.md" not in PL.curriculum_note(flat, 0.6, cpu=False)
-    rose = [{**flat[0], "advance": True}, {**flat[1], "difficulty": 2}]
-    assert PL.curriculum_note(rose, 0.6, cpu=True) is None
-    assert PL.curriculum_note([{**flat[0], "difficulty": 5}], 0.6, cpu=True) is None
-
-
-def test_write_json_atomic_replaces_the_file(tmp_path):
-    path = tmp_path / "state" / "curriculum_state.json"
-    RS.write_json_atomic(path, {"next_stage": 1, "stages": []})
-    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 1, "stages": []}
-    inode = path.stat().st_ino
-    RS.write_json_atomic(path, {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]})
-    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 2, "stages": [{"stage": 1, "advance": True}]}
-    assert path.stat().st_ino != inode  # a new file renamed over the old one, not rewritten in place
-    assert sorted(p.name for p in path.parent.iterdir()) == ["curriculum_state.json"]
-
-
-def test_write_json_atomic_failure_keeps_the_old_file(tmp_path):
-    path = tmp_path / "curriculum_state.json"
-    RS.write_json_atomic(path, {"next_stage": 3})
-    with pytest.raises(TypeError):
-        RS.write_json_atomic(path, {"next_stage": object()})
-    assert json.loads(path.read_text(encoding="utf-8")) == {"next_stage": 3}
-
-
-def test_write_json_atomic_failure_leaves_no_tmp_file(tmp_path):
-    path = tmp_path / "curriculum_state.json"
-    RS.write_json_atomic(path, {"next_stage": 3})
-    with pytest.raises(TypeError):
-        RS.write_json_atomic(path, {"next_stage": object()})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["curriculum_state.json"]
-
-
-def test_last_checkpoint_picks_the_highest_number(tmp_path):
-    assert RS.last_checkpoint(tmp_path / "missing") is None
-    ckpts = tmp_path / "checkpoints"
-    ckpts.mkdir()
-    assert RS.last_checkpoint(ckpts) is None
-    for name in ("checkpoint-2", "checkpoint-10", "checkpoint-9", "checkpoint-final", "checkpoint-", "runs"):
-        (ckpts / name).mkdir()
-    assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
-    (ckpts / "checkpoint-100").mkdir()
-    assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
-
-
-# ------------------------------------------------------------------------------------
-# resume: the settings fingerprint, moving the previous run aside
-# ------------------------------------------------------------------------------------
-def run_cfg(tmp_path, *argv, profile="cpu"):
-    return T.build_config([f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}", *argv], profile=profile)
-
-
-def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
-    cfg = run_cfg(tmp_path)
-    base = RS.config_fingerprint(RS.run_settings(cfg))
-    for change in [{"N_STAGES": 9}, {"OUTPUT_DIR": "elsewhere"}, {"LOG_DIR": "x"}, {"N_EVAL_EPISODES": 3},
-                   {"SAVE_STEPS": 7}, {"RESUME": False}, {"RESUME_ANY_CONFIG": True}, {"LOG_INTERVAL": 5},
-                   {"PER_DEVICE_BATCH_SIZE": 8, "GRAD_ACCUM_STEPS": 2}]:  # 8 x 2 = 16 x 1: the same steps
-        assert RS.config_fingerprint(RS.run_settings({**cfg, **change})) == base, change
-    changes = {"MODEL_NAME": "org/other", "_PROFILE": "peft", "USE_LORA": True, "LORA_RANK": 8, "LORA_ALPHA": 16,
-               "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
-               "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
-               "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
-               "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8,
-               "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "heuristic"}
-    assert set(changes) >= set(RS.RUN_SETTING_KEYS)
-    for key, value in changes.items():
-        assert RS.config_fingerprint(RS.run_settings({**cfg, key: value})) != base, key
-    assert RS.run_settings(cfg)["REWARD_FUNCTIONS"] == list(RW.REWARD_NAMES)
-
-
-def test_resume_refuses_a_state_of_another_configuration(tmp_path, capsys):
-    cfg = run_cfg(tmp_path)
-    path = tmp_path / "out" / "curriculum_state.json"
-    state = {**RS.fresh_state(cfg), "next_stage": 3, "stages": [{"stage": 1}, {"stage": 2}]}
-    RS.write_json_atomic(path, state)
-    assert RS.load_curriculum_state(path, run_cfg(tmp_path, "--N_STAGES=8")) == state  # N_STAGES extends a run
-    with pytest.raises(SystemExit) as err:
-        RS.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
-    msg = str(err.value)
-    assert "\n" not in msg and msg.startswith(str(path))
-    assert "LEARNING_RATES [0.0002] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
-    assert "--RESUME=False" in msg and "--RESUME_ANY_CONFIG=True" in msg
-    assert "TEMPERATURE" not in msg  # only what differs
-    fresh = RS.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
-    assert fresh["next_stage"] == 1 and fresh["stages"] == []
-    capsys.readouterr()
-    other = run_cfg(tmp_path, "--SEED=7", "--RESUME_ANY_CONFIG=True")
-    resumed = RS.load_curriculum_state(path, other)
-    assert resumed["next_stage"] == 3 and resumed["fingerprint"] == RS.config_fingerprint(RS.run_settings(other))
-    assert "RESUME_ANY_CONFIG: resuming" in capsys.readouterr().out
-
-
-def test_resume_refuses_a_state_without_settings(tmp_path):
-    cfg = run_cfg(tmp_path)
-    path = tmp_path / "curriculum_state.json"
-    RS.write_json_atomic(path, {"version": 1, "next_stage": 2, "difficulty": 1, "stages": [{"stage": 1}], "finished": False})
-    with pytest.raises(SystemExit, match="records no settings"):
-        RS.load_curriculum_state(path, cfg)
-    assert RS.load_curriculum_state(path, {**cfg, "RESUME_ANY_CONFIG": True})["next_stage"] == 2
-
-
-def make_old_run(out: Path, logs: Path, cfg) -> None:
-    """A finished 5-stage run as the script leaves it, plus things that are not the run's."""
-    for d in ("stage_1/checkpoints/checkpoint-2", "stage_2", "stage_5", "merged", "cpu_base_model", "previous_run_x",
-              "stage_x"):
-        (out / d).mkdir(parents=True)
-    for f in ("adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "notes.txt"):
-        (out / f).write_text(f)
-    (logs).mkdir(parents=True)
-    for f in ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl", "other.jsonl"):
-        (logs / f).write_text("{}\n")
-    state = {**RS.fresh_state(cfg), "next_stage": 6, "stages": [{"stage": i} for i in range(1, 6)], "finished": True,
-             "final_files": ["adapter_model.safetensors", "adapter_config.json", "tokenizer.json", "../escape", "a/b", ""]}
-    RS.write_json_atomic(out / "curriculum_state.json", state)
-
-
-def test_archive_previous_run_moves_the_run_and_nothing_else(tmp_path):
-    out, logs = tmp_path / "out", tmp_path / "logs"
-    make_old_run(out, logs, run_cfg(tmp_path))
-    (tmp_path / "escape").write_text("outside the output directory")
-    dest = RS.archive_previous_run(out, logs, stamp="20260101-000000")
-    assert dest == out / "previous_run_20260101-000000"
-    assert sorted(p.name for p in dest.iterdir()) == sorted([
-        "curriculum_state.json", "stage_1", "stage_2", "stage_5", "merged", "adapter_model.safetensors",
-        "adapter_config.json", "tokenizer.json", "logs"])
-    assert (dest / "stage_1" / "checkpoints" / "checkpoint-2").is_dir()
-    assert sorted(p.name for p in (dest / "logs").iterdir()) == ["eval_episodes.jsonl", "generations.jsonl",
-                                                                 "train_history.jsonl"]
-    assert sorted(p.name for p in out.iterdir()) == ["cpu_base_model", "notes.txt", dest.name, "previous_run_x", "stage_x"]
-    assert sorted(p.name for p in logs.iterdir()) == ["other.jsonl"]
-    assert (tmp_path / "escape").exists()
-    assert RS.archive_previous_run(out, logs, stamp="20260101-000000") is None  # nothing left to move
-    (out / "stage_1").mkdir()
-    assert RS.archive_previous_run(out, logs, stamp="20260101-000000") == out / "previous_run_20260101-000000_1"
-
-
-def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
-    """--RESUME=False over a finished run, killed inside stage 1, then a plain rerun: the
-    rerun continues the new run (stage 1), not the old one (all 5 stages done)."""
-    out, logs = tmp_path / "out", tmp_path / "logs"
-    make_old_run(out, logs, run_cfg(tmp_path))
-    state = RS.start_run(run_cfg(tmp_path, "--RESUME=False"))
-    assert "RESUME=False: the previous run" in capsys.readouterr().out
-    assert state["next_stage"] == 1 and state["stages"] == []
-    assert json.loads((out / "curriculum_state.json").read_text()) == state  # recorded before any training
-    assert not any(out.glob("stage_[0-9]*")) and not (out / "adapter_model.safetensors").exists()
-    (out / "stage_1" / "checkpoints" / "checkpoint-2").mkdir(parents=True)  # killed after one step checkpoint
-    rerun = RS.start_run(run_cfg(tmp_path))
-    assert rerun["next_stage"] == 1 and rerun["stages"] == []
-    assert RS.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")
-    with pytest.raises(SystemExit, match="different configuration"):
-        RS.start_run(run_cfg(tmp_path, "--SEED=1"))  # and a resume inside stage 1 checks the settings too
 
 
 def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
@@ -1310,11 +974,6 @@ def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
     cfg = T.build_config(["--USE_VLLM=True"], profile="peft")
     with pytest.raises(SystemExit, match="pip install vllm"):
         CK.check_vllm(cfg)
-
-
-def test_vllm_mode_is_validated():
-    with pytest.raises(T.ConfigError, match="^VLLM_MODE"):
-        T.build_config(["--VLLM_MODE=remote"], profile="peft")
 
 
 def test_grpo_config_maps_vllm_server_mode(tmp_path):
@@ -1395,23 +1054,6 @@ def test_vllm_colocate_trains_at_most_one_stage_per_process():
 # ------------------------------------------------------------------------------------
 # episode mode (HORIZON > 1)
 # ------------------------------------------------------------------------------------
-def test_horizon_is_validated():
-    assert T.build_config(["--HORIZON=3"], profile="cpu")["HORIZON"] == 3
-    for bad in ("--HORIZON=0", f"--HORIZON={EP.MAX_HORIZON + 1}"):
-        with pytest.raises(T.ConfigError, match="HORIZON"):
-            T.build_config([bad], profile="cpu")
-    with pytest.raises(T.ConfigError, match="USE_VLLM=False"):
-        TC.validate_config({**T.build_config(["--HORIZON=2"], profile="cpu"), "USE_VLLM": True})
-
-
-def test_horizon_one_keeps_the_single_step_fingerprint():
-    cfg = T.build_config([], profile="cpu")
-    assert "HORIZON" not in RS.run_settings(cfg)  # runs recorded before episode mode still resume
-    episodic = T.build_config(["--HORIZON=3"], profile="cpu")
-    assert RS.run_settings(episodic)["HORIZON"] == 3
-    assert RS.config_fingerprint(RS.run_settings(cfg)) != RS.config_fingerprint(RS.run_settings(episodic))
-    recorded = RS.fresh_state(episodic)
-    assert "HORIZON 3 -> '(not recorded)'" in RS.settings_mismatch(recorded, cfg)
 
 
 def played_episode(seed: int, horizon: int = 3):
@@ -1483,88 +1125,3 @@ def test_every_constant_is_documented_and_the_count_is_right():
     rows = set(re.findall(r"^\| `([A-Z_0-9]+)` \|", doc, re.M))
     assert rows == set(T.CONFIG_KEYS)
     assert f"All {len(T.CONFIG_KEYS)} constants can be overridden." in doc
-
-
-# --- the curriculum can step down (issue #26) -------------------------------------------
-def _cfg(**kw):
-    cfg = T.default_config()
-    cfg.update(kw)
-    return cfg
-
-
-@pytest.mark.parametrize("stages, difficulty, mean, expected", [
-    ([], 1, 0.7, ("advance", 2)),
-    ([], 5, 0.9, ("stay", 5)),  # the top
-    ([], 3, 0.45, ("stay", 3)),  # inside the band
-    ([], 3, 0.1, ("stay", 3)),  # first stage below: no retreat yet
-    ([{"difficulty": 3, "mean_task_reward": 0.2}], 3, 0.1, ("retreat", 2)),  # second stage running
-    ([{"difficulty": 2, "mean_task_reward": 0.7}], 3, 0.1, ("stay", 3)),  # just rose: the dip is forgiven
-    ([{"difficulty": 3, "mean_task_reward": 0.4}], 3, 0.1, ("stay", 3)),  # the last one was in the band
-    ([{"difficulty": 1, "mean_task_reward": 0.0}], 1, -0.2, ("stay", 1)),  # the bottom
-    ([{"difficulty": 3, "mean_task_reward": 0.1, "move": "retreat"}], 2, 0.9, ("stay", 2)),  # just fell back
-    ([{"difficulty": 2, "mean_task_reward": 0.9, "move": "stay"}], 2, 0.9, ("advance", 3)),
-])
-def test_curriculum_step(stages, difficulty, mean, expected):
-    move, nxt, reason = RS.curriculum_step(stages, difficulty, mean, _cfg())
-    assert (move, nxt) == expected and reason
-
-
-def test_curriculum_never_retreats_when_the_threshold_is_off():
-    cfg = _cfg(RETREAT_THRESHOLD=-1.0)
-    assert RS.curriculum_step([{"difficulty": 4, "mean_task_reward": -0.9}], 4, -0.95, cfg)[:2] == ("stay", 4)
-
-
-def test_curriculum_does_not_oscillate_on_a_noisy_reward():
-    """A reward that hovers around the thresholds, replayed through the rule: no stage
-    retreats right after an advance, and difficulty never flips back and forth."""
-    import random
-
-    rng = random.Random(3)
-    cfg, stages, d = _cfg(), [], 2
-    for stage in range(1, 41):
-        mean = rng.uniform(0.1, 0.75)
-        move, nxt, _ = RS.curriculum_step(stages, d, mean, cfg)
-        if stages and stages[-1]["move"] == "advance":
-            assert move != "retreat"
-        if stages and stages[-1]["move"] == "retreat":
-            assert move != "advance"
-        stages.append({"stage": stage, "difficulty": d, "mean_task_reward": mean, "move": move, "advance": move == "advance"})
-        d = nxt
-    moves = [s["move"] for s in stages]
-    flips = sum(1 for a, b in zip(moves, moves[1:]) if {a, b} == {"advance", "retreat"})
-    assert flips == 0
-
-
-def test_retreat_threshold_is_validated():
-    with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
-        TC.validate_config(_cfg(RETREAT_THRESHOLD=0.7))
-    with pytest.raises(Exception, match="RETREAT_THRESHOLD"):
-        TC.validate_config(_cfg(RETREAT_THRESHOLD=float("nan")))
-    TC.validate_config(_cfg(RETREAT_THRESHOLD=-1.0))
-
-
-def test_curriculum_plot_marks_moves_and_the_retreat_line(tmp_path):
-    stages = [{"stage": 1, "difficulty": 1, "mean_task_reward": 0.7, "move": "advance", "advance": True},
-              {"stage": 2, "difficulty": 2, "mean_task_reward": 0.1, "move": "stay", "advance": False},
-              {"stage": 3, "difficulty": 2, "mean_task_reward": 0.1, "move": "retreat", "advance": False}]
-    path = tmp_path / "c.png"
-    assert PL.plot_curriculum(stages, path, 0.6, retreat=0.3)
-    assert path.stat().st_size > 1000
-
-
-def test_the_documented_configuration_checks_are_validate_configs_in_order():
-    """docs/train_trl.md's numbered list under "Validation" has one item per check of
-    validate_config, in the order they run, each naming the key its error names."""
-    import ast
-    import re
-
-    src = (ROOT / "lifestack" / "training" / "config.py").read_text(encoding="utf-8")
-    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "validate_config")
-    calls = sorted((n for n in ast.walk(fn) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "need"),
-                   key=lambda n: (n.lineno, n.col_offset))
-    keys = [ast.literal_eval(c.args[1]) for c in calls]
-    doc = (ROOT / "docs" / "train_trl.md").read_text(encoding="utf-8")
-    section = doc[doc.index("### Validation"):doc.index("### The CPU profile's values")]
-    items = re.findall(r"^\d+\. `([A-Z_0-9]+)`", section, re.M)
-    assert items == keys
-    assert f"The {len(keys)} checks, in order" in section
