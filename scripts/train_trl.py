@@ -42,7 +42,9 @@ from lifestack.training.distributed import barrier, broadcast_object, init_distr
 from lifestack.training.evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
+
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
+from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.rewards import (  # noqa: E402
     EVALUATOR, REWARD_NAMES, format_score, reward_function, valid_format_score,
 )
@@ -96,6 +98,7 @@ SEED = 42
 RESUME = True  # pick up at the first unfinished stage / last step checkpoint (False: move the old run aside)
 RESUME_ANY_CONFIG = False  # resume even a run whose recorded settings differ from these
 SAVE_MERGED = False  # also save a merged (adapter folded in) copy of the final model
+PUSH_TO_HUB = ""  # a hub repo id (owner/name): push the final model, its card and plots at the end ("" = off)
 # --- vLLM generation (GPU) and reporting ---------------------------------------------
 USE_VLLM = False  # TRL's vLLM generation (GPU + `pip install vllm`)
 VLLM_MODE = "colocate"  # colocate: vLLM shares each training GPU | server: `trl vllm-serve` elsewhere
@@ -517,7 +520,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
     model, _state = train_curriculum(model, tokenizer, cfg, prior)
-    evaluate_and_plot(model, tokenizer, cfg, RUN)
+    summary = evaluate_and_plot(model, tokenizer, cfg, RUN)
+    if is_main_process():  # the model card (OUTPUT_DIR/README.md) and, with PUSH_TO_HUB, the upload
+        finish_run(cfg, default_config(), summary)
     RUN.log.close()
     return 0
 

@@ -152,6 +152,8 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
          "full fine-tuning (USE_LORA=False) needs fp32 master weights, which this script loads in the peft "
          "profile only; use --DEVICE_PROFILE=peft")
+    need(cfg["PUSH_TO_HUB"] == "" or re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", cfg["PUSH_TO_HUB"]) is not None,
+         "PUSH_TO_HUB", "must be empty (off) or a hub repo id, owner/name")
 
 
 def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) -> str:

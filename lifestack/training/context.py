@@ -24,7 +24,8 @@ from lifestack.training.rewards import (
     OUTCOME_REWARD, REWARD_NAMES, episode_reward_vector, reward_vector, weighted_reward,
 )
 
-PHASES = ("train", "eval", "integrity")  # integrity: the watch's own hack texts, neither counted nor logged
+PHASES = ("train", "eval", "integrity", "reference")
+NOT_THE_POLICY = ("integrity", "reference")  # the watch's hack texts, the reference policies': neither counted nor logged
 
 
 class FeedbackSource:
@@ -89,7 +90,7 @@ class RunContext:
     def observe(self, ptext: str, ctext: str, result: dict) -> None:
         """A fresh evaluation of the policy's answer: count its hack signatures and, every
         log_interval-th, write it to the generation log (episode mode logs episodes)."""
-        if self.phase == "integrity":
+        if self.phase in NOT_THE_POLICY:
             return
         counts = self.signatures
         counts["completions"] = counts.get("completions", 0) + 1

@@ -254,8 +254,47 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext) ->
         "base_valid_json": sum(r["valid_json_rate"] for r in base) / n,
     }
     summary["start_model"] = start_label
+    summary["episodes"] = n
+    won = lambda rows: sum(r.get("outcome") == "success" for r in rows) / n  # noqa: E731
+    summary["trained_success"], summary["base_success"] = won(trained), won(base)
+    refs = reference_episodes(cfg, n, seed, run)
+    summary["references"] = {name: {"mean": sum(r["reward"] for r in rows) / n, "success": won(rows)}
+                             for name, rows in refs.items()}
     log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
         f"reward (valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
         + (f", curves: {cfg['CURVES_PATH']}" if curves else "")
         + (f", curriculum: {cfg['CURRICULUM_PLOT_PATH']}" if curriculum else ""))
+    log("[eval] reference policies on the same episodes: " + ", ".join(
+        f"{name} {row['mean']:+.3f} (success {row['success']:.0%})" for name, row in summary["references"].items()))
     return summary
+
+
+REFERENCE_POLICIES = ("random", "heuristic", "oracle")  # lifestack.policies.HONEST names; oracle: the greedy maximiser
+
+
+def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> dict[str, list[dict[str, Any]]]:
+    """The reference policies on the final evaluation's starts, scored as ``run_episodes``
+    scores a model (HORIZON = 1: mean step reward; HORIZON > 1: the episode task reward
+    of a played conversation of up to HORIZON turns)."""
+    import random
+
+    from lifestack.episodes import play
+    from lifestack.policies import HONEST
+
+    out = {}
+    for name in REFERENCE_POLICIES:
+        policy, rows = HONEST[name], []
+        with run.in_phase("reference"):
+            for i, (sc, env) in enumerate(evaluation_starts(n, seed)):
+                rng = random.Random(seed + i)
+                if cfg["HORIZON"] > 1:
+                    ep = play(Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"]),
+                              lambda e: policy(e.env, rng))
+                    rows.append({"reward": run.episode_vector(ep)[OUTCOME_REWARD], "outcome": ep.env.state.outcome})
+                    continue
+                rewards = []
+                while not env.state.done and len(rewards) < env.task.horizon:
+                    rewards.append(env.step(policy(env, rng)).reward)
+                rows.append({"reward": sum(rewards) / max(len(rewards), 1), "outcome": env.state.outcome})
+        out[name] = rows
+    return out

@@ -1,0 +1,238 @@
+"""Evaluating a policy on seeded closed-loop episodes, against the reference policies.
+
+A *player* answers a batch of live episodes with one text each: a model (greedy
+generation from each episode's current prompt) or a reference policy of
+``lifestack.policies`` (random, heuristic, oracle: the greedy maximiser of the decision
+reward). Every player meets the same starts (``episode_starts``: ``sample_scenario`` seeds
+``seed + i`` per difficulty, task families alternating) and plays each to its end, so
+their episodes are paired. Per decision it records the step reward, whether the answer
+parsed, and its decision reward and regret against the oracle at the very state it met
+(``lifestack.value``, as the single-decision task reward is scored in training).
+
+``horizon == 1`` is the trainer's single-decision setting: every decision is a fresh
+prompt of the current state. ``horizon > 1`` plays the conversation of episode mode
+(``lifestack.episodes.Episode``: earlier turns and the environment's replies stay in
+the context), up to ``horizon`` turns.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from lifestack.env import LifeStackEnv
+from lifestack.episodes import Episode
+from lifestack.policies import heuristic, oracle, random_valid
+from lifestack.prompts import build_prompt, prompt_text
+from lifestack.scenarios import Scenario, sample_scenario
+from lifestack.training.rewards import EVALUATOR
+from lifestack.value import episode_outcome, episode_reward
+
+FAMILIES = ("flight_crisis", "code_merge_crisis")
+REFERENCES = {"random": random_valid, "heuristic": heuristic, "oracle": oracle}  # oracle: the strongest
+Answer = Callable[[list[Any]], list[str]]  # live episodes -> one answer text each
+
+
+@dataclass
+class Played:
+    """One played episode: per decision its step reward, validity, decision reward and
+    regret; its outcome and episode task reward (turn mean blended with the outcome)."""
+
+    start: int
+    difficulty: int
+    seed: int
+    rewards: list[float] = field(default_factory=list)
+    valid: list[bool] = field(default_factory=list)
+    decision: list[float] = field(default_factory=list)
+    regret: list[float] = field(default_factory=list)
+    outcome: str = "running"
+    episode_reward: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("start", "difficulty", "seed", "rewards", "valid", "decision", "regret",
+                                              "outcome", "episode_reward")}
+
+
+def episode_starts(episodes_per_difficulty: int, difficulties: Sequence[int], seed: int) -> list[Scenario]:
+    """The evaluation's starts: for each difficulty ``episodes_per_difficulty`` scenarios
+    ``sample_scenario(seed + 1000 * d + i, d, family)``, families alternating."""
+    return [sample_scenario(seed + 1000 * d + i, d, FAMILIES[i % 2])
+            for d in difficulties for i in range(episodes_per_difficulty)]
+
+
+def parse_difficulties(text: str) -> list[int]:
+    """``"1-5"``, ``"3"`` or ``"1,3,5"`` -> sorted difficulties; ValueError naming the problem."""
+    out: set[int] = set()
+    for part in text.replace(" ", "").split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            a, b = int(lo), int(hi or lo)
+        except ValueError:
+            raise ValueError(f"difficulties: expected e.g. 1-5 or 1,3,5, got {text!r}") from None
+        if not 1 <= a <= b <= 5:
+            raise ValueError(f"difficulties must lie in 1..5, got {text!r}")
+        out.update(range(a, b + 1))
+    return sorted(out)
+
+
+def policy_player(policy: Callable, seed: int = 0) -> Answer:
+    """A reference policy as a player: ``policy(env, rng)`` on each live episode's env."""
+    def answer(live: list[Any]) -> list[str]:
+        return [policy(ep.env, random.Random(f"{seed}:{ep.seed}:{len(ep.rewards_so_far)}")) for ep in live]
+
+    return answer
+
+
+def model_player(model, tokenizer, max_new_tokens: int = 256, batch_size: int = 16) -> Answer:
+    """A causal LM as a player: greedy completions of each live episode's messages."""
+    from lifestack.training.evaluation import generate_completions
+
+    def answer(live: list[Any]) -> list[str]:
+        return generate_completions(model, tokenizer, [ep.messages_now() for ep in live], max_new_tokens,
+                                    batch_size=batch_size)
+
+    return answer
+
+
+class _Live:
+    """An episode being played: its env (horizon 1: fresh prompts) or its Episode (the
+    conversation), and what has been recorded so far."""
+
+    def __init__(self, i: int, sc: Scenario, horizon: int) -> None:
+        self.played = Played(i, sc.difficulty, sc.seed)
+        self.sc, self.horizon = sc, horizon
+        self.seed = sc.seed
+        if horizon > 1:
+            self.episode = Episode.from_scenario(sc, horizon)
+            self.env = self.episode.env
+        else:
+            self.episode = None
+            self.env = LifeStackEnv()
+            self.env.restore(sc.task, sc.state)
+        self.start_state = self.env.state.clone()
+        self.rewards_so_far = self.played.rewards
+
+    @property
+    def done(self) -> bool:
+        if self.episode is not None:
+            return self.episode.done
+        return self.env.state.done or len(self.played.rewards) >= self.env.task.horizon
+
+    def messages_now(self) -> list[dict[str, str]]:
+        if self.episode is not None:
+            return self.episode.messages
+        return build_prompt(self.sc.task, self.sc.conflict, self.env.state, self.sc.difficulty, self.sc.seed)
+
+    def current_prompt_text(self) -> str:
+        """The text carrying the current state's metadata (what the decision reward reads)."""
+        if self.episode is not None:
+            return self.episode.messages[-1]["content"]
+        return prompt_text(self.messages_now())
+
+    def play(self, text: str, best: float) -> None:
+        ptext = self.current_prompt_text()
+        ev = EVALUATOR.evaluate(ptext, text)
+        p = self.played
+        p.decision.append(float(ev["reward"]))
+        p.regret.append(best - float(ev["reward"]))
+        p.valid.append(ev["action"] is not None)
+        if self.episode is not None:
+            p.rewards.append(self.episode.step(text).reward)
+        else:
+            p.rewards.append(self.env.step(text).reward)
+
+    def finish(self) -> Played:
+        p = self.played
+        end = self.env.state
+        p.outcome = end.outcome
+        p.episode_reward = episode_reward(p.rewards, episode_outcome(self.sc.task, self.start_state, end)["score"])
+        return p
+
+
+def play_episodes(answer: Answer, starts: Sequence[Scenario], horizon: int = 1,
+                  progress: Callable[[int], None] | None = None) -> list[Played]:
+    """Play every start to its end with ``answer``, batched per round."""
+    live = [_Live(i, sc, horizon) for i, sc in enumerate(starts)]
+    while True:
+        batch = [ep for ep in live if not ep.done]
+        if not batch:
+            break
+        best = [_oracle_value(ep) for ep in batch]
+        for ep, text, b in zip(batch, answer(batch), best):
+            ep.play(text, b)
+        if progress is not None:
+            progress(len(batch))
+    return [ep.finish() for ep in live]
+
+
+def _oracle_value(ep: _Live) -> float:
+    """The oracle's decision reward at this episode's current state (the regret's reference)."""
+    return float(EVALUATOR.evaluate(ep.current_prompt_text(), oracle(ep.env))["reward"])  # oracle() reads only
+
+
+def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of the mean of ``values`` (resampled with replacement)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (float("nan"), float("nan"))
+    rng = random.Random(seed)
+    n = len(values)
+    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
+METRICS = ("success", "episode_reward", "decision_step_reward", "valid_json", "regret")
+
+
+def summarise(played: Sequence[Played]) -> dict[str, dict[str, Any]]:
+    """Per metric: mean and 95 % bootstrap interval over episodes (per-decision metrics are
+    averaged within an episode first, so each episode counts once)."""
+    per_episode = {
+        "success": [float(p.outcome == "success") for p in played],
+        "episode_reward": [p.episode_reward for p in played],
+        "decision_step_reward": [statistics.mean(p.rewards) for p in played if p.rewards],
+        "valid_json": [statistics.mean(map(float, p.valid)) for p in played if p.valid],
+        "regret": [statistics.mean(p.regret) for p in played if p.regret],
+    }
+    return {k: {"mean": statistics.mean(v) if v else None, "ci95": list(bootstrap_ci(v)) if v else None, "n": len(v)}
+            for k, v in per_episode.items()}
+
+
+def by_difficulty(played: Sequence[Played]) -> dict[str, dict[str, dict[str, Any]]]:
+    """:func:`summarise` per difficulty, plus ``"all"``."""
+    out = {str(d): summarise([p for p in played if p.difficulty == d]) for d in sorted({p.difficulty for p in played})}
+    out["all"] = summarise(played)
+    return out
+
+
+def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]]:
+    """``b - a`` over the same starts: episode reward and success, with 95 % intervals."""
+    out = {}
+    for key, get in (("episode_reward", lambda p: p.episode_reward), ("success", lambda p: float(p.outcome == "success"))):
+        diffs = [get(y) - get(x) for x, y in zip(a, b)]
+        out[key] = {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None}
+    return out
+
+
+def format_table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> str:
+    """Markdown, one block per difficulty: a row per player, a column per metric (mean and
+    interval)."""
+    def cell(m: dict[str, Any], pct: bool) -> str:
+        if m["mean"] is None:
+            return "n/a"
+        lo, hi = m["ci95"]
+        return (f"{m['mean']:.0%} [{lo:.0%}, {hi:.0%}]" if pct else f"{m['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+
+    players = list(results)
+    keys = list(next(iter(results.values())))
+    lines = []
+    for d in keys:
+        n = next(iter(results.values()))[d]["success"]["n"]
+        lines += ["", f"difficulty {d} ({n} episodes; mean [95% CI over episodes])",
+                  "| player | success | episode reward | step reward per decision | valid JSON | regret vs oracle |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for name in players:
+            row = results[name][d]
+            lines.append(f"| {name} | " + " | ".join(cell(row[m], m in ("success", "valid_json")) for m in METRICS) + " |")
+    return "\n".join(lines).lstrip("\n")

@@ -1,0 +1,190 @@
+#!/usr/bin/env python
+"""How good is a model at LifeStack, on which difficulty, against what?
+
+    python scripts/evaluate.py --model lifestack_model                 # 10 episodes per difficulty 1-5
+    python scripts/evaluate.py --model lifestack_model/stage_2 --difficulties 3-5 --episodes 20
+    python scripts/evaluate.py --model lifestack_model --compare lifestack_model/stage_0   # paired
+    python scripts/evaluate.py --model Qwen/Qwen2.5-1.5B-Instruct      # a hub id (downloads)
+    python scripts/evaluate.py --model lifestack_model --json eval.json --plot eval.png --push user/repo
+
+Plays seeded closed-loop episodes (``lifestack.training.model_eval``) with any causal LM
+that has a chat template: a trained ``OUTPUT_DIR``, a ``stage_N`` folder, a LoRA adapter
+folder (loaded on its base model) or a hub id. Greedy, batched, with a progress bar. The
+reference policies (random, heuristic, and the oracle: the greedy maximiser of the
+decision reward, the strongest the package has) play the very same episodes. Prints a
+table per difficulty: success rate, episode task reward, step reward per decision,
+valid-JSON rate and regret against the oracle, each with a 95 % bootstrap interval over
+episodes; ``--compare`` adds a second model and the paired difference. Writes JSON and a
+PNG when asked; ``--push REPO`` appends the table to that hub repo's model card.
+
+A bad argument (an unknown path, a folder without a model, a model without a chat
+template) is one line on stderr and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from lifestack.training import model_eval as M  # noqa: E402
+
+
+class UsageError(Exception):
+    """A bad argument: one line for the user, exit 2."""
+
+
+def looks_like_hub_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(p and not p.startswith(".") for p in parts) and not name.startswith(("/", "."))
+
+
+def load(name: str, device: str | None = None):
+    """(model, tokenizer) from a folder (full model or LoRA adapter) or a hub id; UsageError
+    when it is not there, holds no model, or its tokenizer has no chat template."""
+    path = Path(name)
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"--model {name}: not a folder")
+        if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+            raise UsageError(f"--model {name}: no model in this folder (no config.json or adapter_config.json)")
+    elif not looks_like_hub_id(name):
+        raise UsageError(f"--model {name}: no such folder (and not a hub id like owner/name)")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    adapter = path.is_dir() and (path / "adapter_config.json").exists()
+    try:  # the tokenizer first: a model without a chat template is refused before its weights load
+        base = None
+        if adapter:
+            from peft import PeftConfig, PeftModel
+
+            base = PeftConfig.from_pretrained(str(path)).base_model_name_or_path
+        tok = AutoTokenizer.from_pretrained(str(path) if not adapter or (path / "tokenizer_config.json").exists() else base)
+        if not getattr(tok, "chat_template", None):
+            raise UsageError(f"--model {name}: its tokenizer has no chat template (the prompts are chat messages)")
+        if adapter:
+            model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype=dtype), str(path))
+        else:
+            model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--model {name}: cannot load it ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    model.to(device).eval()
+    return model, tok
+
+
+def play_all(players: dict, starts: list, horizon: int, quiet: bool = False) -> dict:
+    """Every player on the same starts, with one progress bar per player (decisions)."""
+    from tqdm.auto import tqdm
+
+    played = {}
+    for name, answer in players.items():
+        with tqdm(desc=f"[evaluate] {name}", unit="decision", disable=quiet, leave=False) as bar:
+            played[name] = M.play_episodes(answer, starts, horizon, progress=bar.update)
+    return played
+
+
+def plot(results: dict, path: str) -> None:
+    """Success rate and episode reward per difficulty, one bar per player."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    players = list(results)
+    diffs = [d for d in next(iter(results.values())) if d != "all"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(players)
+    for ax, metric, label in ((axes[0], "success", "success rate"), (axes[1], "episode_reward", "episode task reward")):
+        for k, name in enumerate(players):
+            xs = [i + (k - (len(players) - 1) / 2) * width for i in range(len(diffs))]
+            ys = [results[name][d][metric]["mean"] or 0.0 for d in diffs]
+            err = [[y - results[name][d][metric]["ci95"][0] for y, d in zip(ys, diffs)],
+                   [results[name][d][metric]["ci95"][1] - y for y, d in zip(ys, diffs)]]
+            ax.bar(xs, ys, width, yerr=err, capsize=2, label=name)
+        ax.set_xticks(range(len(diffs)), [f"d{d}" for d in diffs])
+        ax.set_ylabel(label)
+        ax.set_title(f"{label} per difficulty (95% CI)")
+    axes[0].set_ylim(0, 1.05)
+    axes[1].set_ylim(-1.05, 1.05)
+    axes[1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", required=True, help="a model folder, stage folder, LoRA adapter folder or hub id")
+    parser.add_argument("--compare", default=None, metavar="MODEL2", help="a second model, on the same episodes")
+    parser.add_argument("--episodes", type=int, default=10, help="episodes per difficulty (default 10)")
+    parser.add_argument("--difficulties", default="1-5", help="e.g. 1-5, 3 or 1,3,5 (default 1-5)")
+    parser.add_argument("--horizon", type=int, default=1,
+                        help="1: every decision a fresh prompt (the single-decision trainer's setting); "
+                             "H > 1: the conversation of episode mode, up to H turns")
+    parser.add_argument("--seed", type=int, default=40_000_000, help="seed of the episode starts")
+    parser.add_argument("--max-new-tokens", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--no-references", action="store_true", help="skip the reference policies")
+    parser.add_argument("--json", default=None, help="write the results here")
+    parser.add_argument("--plot", default=None, help="write a PNG here")
+    parser.add_argument("--push", default=None, metavar="REPO", help="append the table to this hub repo's model card")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    args = parser.parse_args(argv)
+    try:
+        difficulties = M.parse_difficulties(args.difficulties)
+        if not 1 <= args.episodes <= 10_000:
+            raise UsageError(f"--episodes must be in 1..10000, got {args.episodes}")
+        if not 1 <= args.horizon <= 8:
+            raise UsageError(f"--horizon must be in 1..8, got {args.horizon}")
+        models = {"model": load(args.model)}
+        if args.compare:
+            models["compare"] = load(args.compare)
+    except (UsageError, ValueError) as exc:
+        print(f"evaluate: {exc}", file=sys.stderr)
+        return 2
+    starts = M.episode_starts(args.episodes, difficulties, args.seed)
+    names = {"model": args.model, "compare": args.compare}
+    players = {names[k]: M.model_player(m, t, args.max_new_tokens, args.batch_size) for k, (m, t) in models.items()}
+    if not args.no_references:
+        players.update({name: M.policy_player(p, args.seed) for name, p in M.REFERENCES.items()})
+    print(f"[evaluate] {len(starts)} episodes (difficulties {difficulties}, {args.episodes} each, seed {args.seed}, "
+          f"horizon {args.horizon}), players: {', '.join(players)}", flush=True)
+    played = play_all(players, starts, args.horizon, args.quiet)
+    results = {name: M.by_difficulty(rows) for name, rows in played.items()}
+    print(M.format_table(results))
+    out = {"model": args.model, "compare": args.compare, "episodes_per_difficulty": args.episodes,
+           "difficulties": difficulties, "horizon": args.horizon, "seed": args.seed, "results": results,
+           "episodes": {name: [p.to_dict() for p in rows] for name, rows in played.items()}}
+    if args.compare:
+        out["paired"] = M.paired(played[args.model], played[args.compare])
+        d = out["paired"]["episode_reward"]
+        w = out["paired"]["success"]
+        print(f"\n{args.compare} minus {args.model}, paired over the {len(starts)} episodes: episode reward "
+              f"{d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), success {w['mean']:+.1%} "
+              f"(95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2))
+        print(f"[evaluate] results: {args.json}")
+    if args.plot:
+        plot(results, args.plot)
+        print(f"[evaluate] plot: {args.plot}")
+    if args.push:
+        from lifestack.training.publish import append_to_card
+
+        append_to_card(args.push, "## Evaluation (scripts/evaluate.py)\n\n" + M.format_table(results) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""scripts/evaluate.py and lifestack.training.model_eval: any model on seeded episodes,
+against the reference policies, on the tiny CPU model (no download)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import evaluate as E  # noqa: E402
+import lifestack.training.model_eval as M  # noqa: E402
+import lifestack.training.tiny_model as TM  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> Path:
+    base = tmp_path_factory.mktemp("tiny") / "model"
+    TM.build_tiny_model(base, seed=42)
+    return base
+
+
+def test_difficulties_parse_ranges_lists_and_refuse_the_rest():
+    assert M.parse_difficulties("1-5") == [1, 2, 3, 4, 5]
+    assert M.parse_difficulties("3") == [3] and M.parse_difficulties("1,3-4") == [1, 3, 4]
+    for bad in ("0-2", "4-2", "x", "6", ""):
+        with pytest.raises(ValueError):
+            M.parse_difficulties(bad)
+
+
+def test_references_play_the_same_paired_episodes_and_the_oracle_has_no_regret():
+    starts = M.episode_starts(2, [1, 4], seed=5)
+    assert [sc.difficulty for sc in starts] == [1, 1, 4, 4]
+    assert [sc.task.domain for sc in starts] == ["flight_crisis", "code_merge_crisis"] * 2
+    played = {name: M.play_episodes(M.policy_player(p), starts) for name, p in M.REFERENCES.items()}
+    assert all([p.seed for p in rows] == [sc.seed for sc in starts] for rows in played.values())
+    assert all(r == 0.0 for p in played["oracle"] for r in p.regret)
+    table = {name: M.by_difficulty(rows) for name, rows in played.items()}
+    assert table["oracle"]["all"]["episode_reward"]["mean"] > table["random"]["all"]["episode_reward"]["mean"]
+    assert table["heuristic"]["1"]["valid_json"]["mean"] == 1.0
+    text = M.format_table(table)
+    assert "difficulty 4 (2 episodes" in text and "| oracle | " in text
+    assert played == {name: M.play_episodes(M.policy_player(p), starts) for name, p in M.REFERENCES.items()}
+
+
+def test_evaluate_a_model_folder_writes_the_table_json_and_plot(tiny, tmp_path, capsys):
+    out, png = tmp_path / "eval.json", tmp_path / "eval.png"
+    rc = E.main(["--model", str(tiny), "--episodes", "1", "--difficulties", "1-2", "--max-new-tokens", "24",
+                 "--json", str(out), "--plot", str(png), "--quiet", "--compare", str(tiny)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "difficulty 1 (1 episodes" in printed and "| heuristic |" in printed and f"| {tiny} |" in printed
+    data = json.loads(out.read_text())
+    assert set(data["results"]) == {str(tiny), "random", "heuristic", "oracle"}  # --compare of itself: one name
+    assert data["paired"]["episode_reward"]["mean"] == 0.0  # the same model, greedy: the same episodes
+    assert png.stat().st_size > 1000
+    for name, rows in data["episodes"].items():
+        assert [r["difficulty"] for r in rows] == [1, 2], name
+
+
+def test_evaluate_plays_conversations_with_a_horizon(tiny, tmp_path):
+    out = tmp_path / "h2.json"
+    assert E.main(["--model", str(tiny), "--episodes", "1", "--difficulties", "2", "--horizon", "2",
+                   "--max-new-tokens", "16", "--json", str(out), "--quiet", "--no-references"]) == 0
+    rows = json.loads(out.read_text())["episodes"][str(tiny)]
+    assert len(rows) == 1 and 1 <= len(rows[0]["rewards"]) <= 2
+
+
+def test_bad_models_are_one_line_and_exit_2(tiny, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    no_template = tmp_path / "no_template"
+    shutil.copytree(tiny, no_template)
+    cfg = json.loads((no_template / "tokenizer_config.json").read_text())
+    cfg.pop("chat_template", None)
+    (no_template / "tokenizer_config.json").write_text(json.dumps(cfg))
+    (no_template / "chat_template.jinja").unlink(missing_ok=True)
+    cases = {str(tmp_path / "missing"): "no such folder", str(empty): "no model in this folder",
+             str(no_template): "no chat template", str(tiny / "config.json"): "not a folder"}
+    for model, why in cases.items():
+        assert E.main(["--model", model, "--quiet"]) == 2, model
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and why in err, (model, err)
+    for argv, why in ((["--difficulties", "0-9"], "1..5"), (["--episodes", "0"], "--episodes"), (["--horizon", "9"], "--horizon")):
+        assert E.main(["--model", str(tiny), *argv]) == 2
+        assert why in capsys.readouterr().err
