@@ -102,8 +102,13 @@ def play(answer: Callable[[LifeStackEnv, list], str | None], seed: int, difficul
         res = env.state.resources
         print(f"step reward {obs.reward:+.3f} (parts: {parts(b)}); left: {res['time']:.1f} h, ${res['money']:.0f}, "
               f"energy {res['energy']:.0f}", file=out)
-    print(f"{RULE}\nepisode over: {env.state.outcome} after {len(rewards)} turns; mean step reward "
-          f"{(sum(rewards) / len(rewards)) if rewards else 0.0:+.3f}", file=out)
+    mean = (sum(rewards) / len(rewards)) if rewards else 0.0
+    if env.state.done:
+        print(f"{RULE}\nepisode over: {env.state.outcome} after {len(rewards)} turns; mean step reward {mean:+.3f}",
+              file=out)
+    else:  # the turn cap, or the player stopped: a rejected answer does not move the task on
+        print(f"{RULE}\nepisode over: stopped after {len(rewards)} turns with the task still running; mean step "
+              f"reward {mean:+.3f}", file=out)
     return {"outcome": env.state.outcome, "rewards": rewards}
 
 

@@ -25,7 +25,7 @@ from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
 
 
 def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16,
-                         temperature: float = 0.0, seed: int = 0) -> list[str]:
+                         temperature: float = 0.0, seed: int = 0, progress: str | None = None) -> list[str]:
     """Completions for conversational prompts: greedy (``temperature=0``), or sampled with
     a fixed torch seed, so evaluations are reproducible either way."""
     import torch
@@ -41,7 +41,12 @@ def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_ne
     out: list[str] = []
     device = next(model_.parameters()).device
     try:
-        for i in range(0, len(prompts), batch_size):
+        from tqdm.auto import tqdm
+
+        # ``progress``: a bar (rank 0) with this label over the batches, with the time left
+        batches = tqdm(range(0, len(prompts), batch_size), desc=progress, unit="batch", leave=False,
+                       disable=progress is None or not is_main_process())
+        for i in batches:
             chunk = prompts[i:i + batch_size]
             texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in chunk]
             enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
@@ -113,7 +118,7 @@ def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[s
 
     def answer(conversations: list[list[dict]]) -> list[str]:
         return generate_completions(model, tokenizer, conversations, cfg["MAX_COMPLETION_LENGTH"],
-                                    temperature=temperature, seed=cfg["SEED"])
+                                    temperature=temperature, seed=cfg["SEED"], progress="[eval] held-out prompts")
 
     with run.in_phase("eval", episodes=cfg["HORIZON"] > 1):
         if cfg["HORIZON"] > 1:
@@ -167,7 +172,11 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: 
     episodes = [{"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed, "env": env,
                  "conflict": sc.conflict, "rewards": [], "statuses": [], "valid": 0, "actions": 0}
                 for i, (sc, env) in enumerate(evaluation_starts(n, seed))]
-    for _round in range(max(e["env"].task.horizon for e in episodes)):
+    from tqdm.auto import tqdm
+
+    rounds = max(e["env"].task.horizon for e in episodes)
+    for _round in tqdm(range(rounds), desc=f"[eval] {n} episodes, step", unit="step", leave=False,
+                       disable=not is_main_process()):
         live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
         if not live:
             break

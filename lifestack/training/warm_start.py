@@ -11,7 +11,7 @@ from lifestack.episodes import Episode, play
 from lifestack.policies import DEMONSTRATORS
 from lifestack.prompts import build_prompt
 from lifestack.scenarios import sample_scenario
-from lifestack.training.distributed import log
+from lifestack.training.distributed import is_main_process, log
 
 
 def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
@@ -49,7 +49,10 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
     model.train()
     losses = []
-    for step in range(steps):
+    from tqdm.auto import tqdm
+
+    # a bar with the time left (rank 0), besides the log line every 20 steps
+    for step in tqdm(range(steps), desc="[warm start]", unit="step", disable=not is_main_process(), leave=False):
         batch = rng.sample(pairs, min(batch_size, len(pairs)))
         ids, labels = [], []
         for messages, answer in batch:
