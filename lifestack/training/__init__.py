@@ -14,6 +14,10 @@
 - ``watch``: answer diversity and the reward-integrity watch per stage.
 - ``checks``: pre-flight checks (vLLM, ENV_URL server, episode length).
 - ``plots``: the reward curve, the curriculum plot, the training curves.
+- ``model_eval``: any policy on seeded closed-loop episodes against the reference
+  policies (``scripts/evaluate.py``).
+- ``model_card``: the model card written with every final save.
+- ``publish``: the card, the plots and the upload at the end of a run (``PUSH_TO_HUB``).
 
 Nothing here imports torch, transformers, trl or peft at module level: they are imported
 inside the functions that need them, so ``import lifestack`` stays light.
