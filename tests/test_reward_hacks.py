@@ -441,3 +441,13 @@ def test_random_module_unused_by_hacks():
     prompt, sc = cases()[2]
     H.battery(env_at(sc), "p")
     assert random.getstate() == state
+
+
+def test_every_documented_count_of_hack_families_is_the_catalogs():
+    """README and docs say how many hack families the battery holds; the catalog decides."""
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    counts = [(p.name, int(n)) for p in pages
+              for n in re.findall(r"\b(\d+)\s+(?:families|ways\s+to\s+game)\b", p.read_text(encoding="utf-8"))]
+    assert len(counts) >= 3 and all(n == len(H.HACKS) for _, n in counts), counts
