@@ -14,14 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import evaluate as E  # noqa: E402
 import lifestack.training.model_eval as M  # noqa: E402
-import lifestack.training.tiny_model as TM  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("tiny") / "model"
-    TM.build_tiny_model(base, seed=42)
-    return base
+@pytest.fixture
+def tiny(tiny_model_dir) -> Path:
+    return tiny_model_dir  # tests/conftest.py
 
 
 def test_difficulties_parse_ranges_lists_and_refuse_the_rest():

@@ -11,7 +11,6 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import play as P  # noqa: E402
-import lifestack.training.tiny_model as TM  # noqa: E402
 from lifestack.policies import heuristic  # noqa: E402
 
 
@@ -52,11 +51,9 @@ def test_a_valid_human_action_is_played_and_end_of_input_stops():
     assert len(result["rewards"]) == 1 and "(stopped)" in out.getvalue()
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    base = tmp_path_factory.mktemp("tiny") / "model"
-    TM.build_tiny_model(base, seed=42)
-    return base
+@pytest.fixture
+def tiny(tiny_model_dir) -> Path:
+    return tiny_model_dir  # tests/conftest.py
 
 
 def test_a_model_plays_and_a_bad_model_is_exit_2(tiny, tmp_path, capsys):
