@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Proof of learning on CPU: does GRPO make decisions better than its start, and better than more imitation would?
 
-    python scripts/learning_check.py                  # seeds 1-3, GRPO + the imitation control (about 40 min on 2 cores)
+    python scripts/learning_check.py                  # seeds 1-3, GRPO + the imitation control (not timed alone)
     python scripts/learning_check.py --first-seed 4   # another seed range
     python scripts/learning_check.py --control=shuffled  # the control arm gets shuffled rewards instead
     python scripts/learning_check.py --control=none   # GRPO against its start only
