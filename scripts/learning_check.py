@@ -67,8 +67,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from lifestack.prompts import completion_text, prompt_text  # noqa: E402
 from lifestack.training.evaluation import (  # noqa: E402
-    evaluate_policy, evaluation_starts, held_out_prompts, run_episodes,
+    evaluate_policy, held_out_prompts, run_episodes,
 )
+from lifestack.training.model_eval import bootstrap_ci  # noqa: E402  (the one interval every report uses)
 from lifestack.training.models import load_model  # noqa: E402
 from lifestack.training.rewards import EVALUATOR  # noqa: E402
 from lifestack.training.warm_start import warm_start  # noqa: E402
@@ -147,23 +148,15 @@ def reference_scores(prompts: list) -> list[dict]:
 
 
 def reference_play(n: int) -> dict[str, list[dict]]:
-    """The heuristic's and the greedy maximiser's (``policies.oracle``: the action with the
-    highest decision reward) closed-loop play on the trainer's final-evaluation starts of
-    EPISODE_SEED, stepped as ``run_episodes`` steps a model (HORIZON = 1): per episode its
-    difficulty, mean step reward and outcome."""
-    from lifestack.policies import heuristic, oracle
+    """The reference policies' closed-loop play on the trainer's final-evaluation starts of
+    EPISODE_SEED, played and scored as the trainer's final evaluation plays them
+    (``lifestack.training.evaluation.reference_episodes``, HORIZON = 1): per policy, per
+    episode its difficulty, mean step reward and outcome. ``oracle`` is the greedy
+    maximiser of the decision reward."""
+    import train_trl as T
+    from lifestack.training.evaluation import reference_episodes
 
-    out = {}
-    for name, policy in (("heuristic", heuristic), ("oracle", oracle)):
-        rows = []
-        for sc, env in evaluation_starts(n, EPISODE_SEED):
-            rewards = []
-            while not env.state.done and len(rewards) < env.task.horizon:
-                rewards.append(env.step(policy(env)).reward)
-            rows.append({"difficulty": sc.difficulty, "reward": statistics.mean(rewards) if rewards else 0.0,
-                         "outcome": env.state.outcome})
-        out[name] = rows
-    return out
+    return reference_episodes({"HORIZON": 1}, n, EPISODE_SEED, T.RUN)
 
 
 def shuffled_reward(fn, text_of):
@@ -273,16 +266,6 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str |
 
 def spread(xs: list[float]) -> float:
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-
-def bootstrap_ci(values: list[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95 % percentile interval of the mean of ``values`` (resampled with replacement)."""
-    if len(values) < 2:
-        return (values[0], values[0]) if values else (0.0, 0.0)
-    rng = random.Random(seed)
-    n = len(values)
-    means = sorted(sum(values[rng.randrange(n)] for _ in range(n)) / n for _ in range(resamples))
-    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
 def _mean(xs: list[float]) -> float | None:

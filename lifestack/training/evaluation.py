@@ -299,11 +299,13 @@ def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) 
                 if cfg["HORIZON"] > 1:
                     ep = play(Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"]),
                               lambda e: policy(e.env, rng))
-                    rows.append({"reward": run.episode_vector(ep)[OUTCOME_REWARD], "outcome": ep.env.state.outcome})
+                    rows.append({"difficulty": sc.difficulty, "reward": run.episode_vector(ep)[OUTCOME_REWARD],
+                                 "outcome": ep.env.state.outcome})
                     continue
                 rewards = []
                 while not env.state.done and len(rewards) < env.task.horizon:
                     rewards.append(env.step(policy(env, rng)).reward)
-                rows.append({"reward": sum(rewards) / max(len(rewards), 1), "outcome": env.state.outcome})
+                rows.append({"difficulty": sc.difficulty, "reward": sum(rewards) / max(len(rewards), 1),
+                             "outcome": env.state.outcome})
         out[name] = rows
     return out
