@@ -22,11 +22,16 @@ import lifestack.training.models as MD  # noqa: E402
 import lifestack.training.evaluation as EV  # noqa: E402
 import lifestack.training.warm_start as WS  # noqa: E402
 import lifestack.scenarios as SC  # noqa: E402
+import lifestack.training.tiny_model as TM  # noqa: E402
 
 
-@pytest.fixture
-def tiny_base(tiny_model_dir) -> Path:
-    return tiny_model_dir  # tests/conftest.py
+@pytest.fixture(scope="module")
+def tiny_base(tmp_path_factory) -> Path:
+    # built here, not shared (tests/conftest.py): building seeds torch, and the LoRA tests
+    # below draw their adapter perturbation from torch's global generator right after it
+    base = tmp_path_factory.mktemp("tiny") / "base"
+    TM.build_tiny_model(base, seed=42)
+    return base
 
 
 def cfg_for(profile: str, tmp: Path, base: Path, *argv: str) -> dict:
