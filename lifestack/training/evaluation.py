@@ -169,30 +169,46 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: 
     """
     if cfg["HORIZON"] > 1:
         return run_conversations(model, tokenizer, cfg, n, seed, run)
-    episodes = [{"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed, "env": env,
-                 "conflict": sc.conflict, "rewards": [], "statuses": [], "valid": 0, "actions": 0}
-                for i, (sc, env) in enumerate(evaluation_starts(n, seed))]
+    starts = evaluation_starts(n, seed)
+
+    def answer(live: list[int]) -> list[str]:
+        prompts = [build_prompt(env.task, sc.conflict, env.state, sc.difficulty, sc.seed)
+                   for sc, env in (starts[i] for i in live)]
+        return generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
+
+    played = play_fresh_prompts([env for _sc, env in starts], answer, progress=f"[eval] {n} episodes, step")
+    rows = []
+    for i, ((sc, env), steps) in enumerate(zip(starts, played)):
+        rewards = [obs.reward for obs in steps]
+        errors = ["error" in obs.metadata["breakdown"] for obs in steps]
+        rows.append({"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed,
+                     "reward": sum(rewards) / len(rewards), "steps": len(rewards), "outcome": env.state.outcome,
+                     "valid_json_rate": errors.count(False) / max(len(steps), 1),
+                     "turn_rewards": [round(r, 4) for r in rewards],
+                     "route_statuses": ["invalid" if bad else str(obs.metadata["breakdown"].get("route_status", "none"))
+                                        for obs, bad in zip(steps, errors)]})
+    return rows
+
+
+def play_fresh_prompts(envs: Sequence[LifeStackEnv], answer: Callable[[list[int]], list[str]],
+                       progress: str | None = None) -> list[list[Any]]:
+    """HORIZON = 1 play, the one loop the model and the reference policies share: each
+    round, every env not yet done and not past its task's horizon takes one decision;
+    ``answer(indices)`` returns the texts for those envs (a model answers a fresh prompt of
+    each current state, a policy reads the env). Returns each env's observations in order.
+    ``progress``: the label of a progress bar over rounds (rank 0), or none."""
     from tqdm.auto import tqdm
 
-    rounds = max(e["env"].task.horizon for e in episodes)
-    for _round in tqdm(range(rounds), desc=f"[eval] {n} episodes, step", unit="step", leave=False,
-                       disable=not is_main_process()):
-        live = [e for e in episodes if not e["env"].state.done and len(e["rewards"]) < e["env"].task.horizon]
+    played: list[list[Any]] = [[] for _ in envs]
+    rounds = max((env.task.horizon for env in envs), default=0)
+    for _round in tqdm(range(rounds), desc=progress, unit="step", leave=False,
+                       disable=progress is None or not is_main_process()):
+        live = [i for i, env in enumerate(envs) if not env.state.done and len(played[i]) < env.task.horizon]
         if not live:
             break
-        prompts = [build_prompt(e["env"].task, e["conflict"], e["env"].state, e["difficulty"], e["seed"]) for e in live]
-        texts = generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
-        for e, text in zip(live, texts):
-            obs = e["env"].step(text)
-            e["rewards"].append(obs.reward)
-            e["actions"] += 1
-            breakdown = obs.metadata["breakdown"]
-            e["valid"] += "error" not in breakdown
-            e["statuses"].append("invalid" if "error" in breakdown else str(breakdown.get("route_status", "none")))
-    return [{"episode": e["episode"], "difficulty": e["difficulty"], "domain": e["domain"], "seed": e["seed"],
-             "reward": sum(e["rewards"]) / len(e["rewards"]), "steps": len(e["rewards"]),
-             "outcome": e["env"].state.outcome, "valid_json_rate": e["valid"] / max(e["actions"], 1),
-             "turn_rewards": [round(r, 4) for r in e["rewards"]], "route_statuses": e["statuses"]} for e in episodes]
+        for i, text in zip(live, answer(live)):
+            played[i].append(envs[i].step(text))
+    return played
 
 
 def evaluation_starts(n: int, seed: int) -> list[tuple[Scenario, LifeStackEnv]]:
@@ -292,20 +308,22 @@ def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) 
 
     out = {}
     for name in REFERENCE_POLICIES:
-        policy, rows = HONEST[name], []
+        policy = HONEST[name]
+        starts = evaluation_starts(n, seed)
+        rngs = [random.Random(seed + i) for i in range(n)]  # one per episode, as a model's episodes are independent
         with run.in_phase("reference"):
-            for i, (sc, env) in enumerate(evaluation_starts(n, seed)):
-                rng = random.Random(seed + i)
-                if cfg["HORIZON"] > 1:
+            if cfg["HORIZON"] > 1:
+                rows = []
+                for (sc, env), rng in zip(starts, rngs):
                     ep = play(Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"]),
-                              lambda e: policy(e.env, rng))
+                              lambda e, rng=rng: policy(e.env, rng))
                     rows.append({"difficulty": sc.difficulty, "reward": run.episode_vector(ep)[OUTCOME_REWARD],
                                  "outcome": ep.env.state.outcome})
-                    continue
-                rewards = []
-                while not env.state.done and len(rewards) < env.task.horizon:
-                    rewards.append(env.step(policy(env, rng)).reward)
-                rows.append({"difficulty": sc.difficulty, "reward": sum(rewards) / max(len(rewards), 1),
-                             "outcome": env.state.outcome})
+            else:
+                envs = [env for _sc, env in starts]
+                played = play_fresh_prompts(
+                    envs, lambda live, envs=envs, rngs=rngs: [policy(envs[i], rngs[i]) for i in live])
+                rows = [{"difficulty": sc.difficulty, "reward": sum(o.reward for o in steps) / max(len(steps), 1),
+                         "outcome": env.state.outcome} for (sc, env), steps in zip(starts, played)]
         out[name] = rows
     return out

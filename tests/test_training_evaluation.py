@@ -1,0 +1,89 @@
+"""Tests for lifestack/training/evaluation.py that need no model: the fresh-prompt loop
+(HORIZON = 1) the final evaluation and the reference policies share, and the reference
+policies' rows. The model's side of the evaluation is tested in test_train_model.py."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from lifestack.policies import HONEST
+from lifestack.training.context import RunContext
+from lifestack.training.evaluation import evaluation_starts, play_fresh_prompts, reference_episodes
+
+GARBAGE = "not an action"
+
+
+def test_the_loop_asks_only_for_live_envs_and_stops_at_each_task_horizon():
+    starts = evaluation_starts(10, seed=3)
+    envs = [env for _sc, env in starts]
+    asked: list[list[int]] = []
+
+    def answer(live):
+        asked.append(list(live))
+        return [GARBAGE] * len(live)  # a rejected answer never ends a task: only the horizon stops it
+
+    played = play_fresh_prompts(envs, answer)
+    for env, steps in zip(envs, played):
+        assert len(steps) == env.task.horizon
+        assert all("error" in obs.metadata["breakdown"] for obs in steps)
+    assert len(asked) == max(env.task.horizon for env in envs)
+    for r, live in enumerate(asked):
+        assert live == [i for i, env in enumerate(envs) if env.task.horizon > r]
+
+
+def test_the_loop_leaves_an_env_once_its_task_is_done():
+    starts = evaluation_starts(10, seed=11)
+    envs = [env for _sc, env in starts]
+    rngs = [random.Random(i) for i in range(len(envs))]
+    played = play_fresh_prompts(envs, lambda live: [HONEST["oracle"](envs[i], rngs[i]) for i in live])
+    assert any(env.state.done for env in envs)
+    for env, steps in zip(envs, played):
+        assert 1 <= len(steps) <= env.task.horizon
+        assert all(not obs.done for obs in steps[:-1])  # nothing stepped after the task ended
+        if len(steps) < env.task.horizon:
+            assert env.state.done
+
+
+def test_the_loop_matches_playing_each_episode_alone():
+    """Batching rounds across episodes changes nothing: each env and its rng are its own."""
+    n, seed = 12, 40
+    batched_envs = [env for _sc, env in evaluation_starts(n, seed)]
+    rngs = [random.Random(seed + i) for i in range(n)]
+    policy = HONEST["heuristic"]
+    batched = play_fresh_prompts(batched_envs, lambda live: [policy(batched_envs[i], rngs[i]) for i in live])
+    for i, (_sc, env) in enumerate(evaluation_starts(n, seed)):
+        rng, rewards = random.Random(seed + i), []
+        while not env.state.done and len(rewards) < env.task.horizon:
+            rewards.append(env.step(policy(env, rng)).reward)
+        assert rewards == [obs.reward for obs in batched[i]]
+        assert env.state.outcome == batched_envs[i].state.outcome
+
+
+def test_an_empty_list_plays_nothing():
+    assert play_fresh_prompts([], lambda live: pytest.fail("asked for no env")) == []
+
+
+def run_context(horizon: int) -> RunContext:
+    """HORIZON > 1 scores a played episode with the six reward functions: the script's."""
+    if horizon == 1:
+        return RunContext()
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import train_trl
+
+    return RunContext(reward_weights=list(train_trl.REWARD_WEIGHTS), reward_funcs=train_trl.REWARD_FUNCS)
+
+
+@pytest.mark.parametrize("horizon", [1, 2])
+def test_reference_rows_are_seeded_and_the_oracle_beats_random(horizon):
+    cfg = {"HORIZON": horizon}
+    first = reference_episodes(cfg, 20, 7, run_context(horizon))
+    again = reference_episodes(cfg, 20, 7, run_context(horizon))
+    assert first == again
+    assert set(first) == {"random", "heuristic", "oracle"}
+    assert [r["difficulty"] for r in first["oracle"]] == [sc.difficulty for sc, _env in evaluation_starts(20, 7)]
+    mean = {name: sum(r["reward"] for r in rows) / len(rows) for name, rows in first.items()}
+    assert mean["oracle"] > mean["random"]
