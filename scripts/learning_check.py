@@ -639,7 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         print(f"[learning check] seed {seed}: warm start {s['warm_steps']} steps, {s['stages']} GRPO stages "
-              f"x {s['prompts']} prompts, {s['held_out']} held-out prompts", flush=True)
+              f"x {s['prompts']} prompts, {s['held_out']} held-out prompts"
+              + (f"; then the overrides {' '.join(args.overrides)} (they win)" if args.overrides else ""), flush=True)
         r = run_seed(seed, out, s, args.overrides, control=args.control)
         print(f"[learning check] seed {seed}: task reward {r['before']['reward_task_success_fn']:+.3f} -> "
               f"{r['after']['reward_task_success_fn']:+.3f}, valid JSON {r['before']['valid_json_rate']:.0%} -> "
