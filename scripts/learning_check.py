@@ -77,6 +77,8 @@ from lifestack.training.watch import stage_diversity  # noqa: E402
 
 HELD_OUT_SEED = 31_000_000  # fixed: every seed is measured on the same prompts
 EPISODE_SEED = 32_000_000  # fixed: every seed plays the same closed-loop episode starts
+EVAL_TEMPERATURE = 0.7  # the held-out samples' temperature, whatever a training override sets: the same
+# measurement for every recipe (--versus), the CPU profile's TEMPERATURE (a test holds them equal)
 ADVANCING = ("advanced", "completed")  # route_status of a step that moved its route on
 METRICS = ("reward_format_fn", "reward_plausibility_fn", "reward_task_success_fn", "reward_milestone_fn",
            "reward_reasoning_fn", "reward_human_feedback_fn", "valid_json_rate")
@@ -204,6 +206,13 @@ def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int, s: dict):
     return model
 
 
+def measurement_config(cfg: dict) -> dict:
+    """The run's settings as the held-out evaluation uses them: sampled at EVAL_TEMPERATURE,
+    not at the TEMPERATURE a recipe trains with (training may sample hotter; the yardstick
+    must not move with it, or ``--versus`` would compare two measurements)."""
+    return {**cfg, "TEMPERATURE": EVAL_TEMPERATURE}
+
+
 def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str | None = None) -> dict:
     import train_trl as T
     from transformers import set_seed
@@ -224,11 +233,12 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str |
     model, tok = load_model(cfg, banner=False)
     warm_start(model, tok, cfg)
     prompts = held_out_prompts(s["held_out"], s["held_out_difficulty"], HELD_OUT_SEED)
-    before = evaluate_policy(model, tok, prompts, cfg, T.RUN, samples=s["samples"])
+    measure = measurement_config(cfg)
+    before = evaluate_policy(model, tok, prompts, measure, T.RUN, samples=s["samples"])
     episodes_before = episode_scores(T, model, tok, cfg, s["episodes"])
     start = copy.deepcopy(model) if control else None  # the control arm starts from the same weights
     model, state = train_arm(T, model, tok, cfg, control=False)
-    after = evaluate_policy(model, tok, prompts, cfg, T.RUN, samples=s["samples"])
+    after = evaluate_policy(model, tok, prompts, measure, T.RUN, samples=s["samples"])
     episodes_after = episode_scores(T, model, tok, cfg, s["episodes"])
     control_answers = control_episodes = None
     if control:
@@ -239,7 +249,8 @@ def run_seed(seed: int, out_dir: Path, s: dict, extra: list[str], control: str |
             start = imitation_arm(T, start, tok, ccfg, sum(st["steps"] for st in state["stages"]), s)
         else:
             start, _ = train_arm(T, start, tok, ccfg, control=True)
-        control_after = evaluate_policy(start, tok, prompts, ccfg, T.RUN, samples=s["samples"])
+        control_after = evaluate_policy(start, tok, prompts, measurement_config(ccfg), T.RUN,
+                                        samples=s["samples"])
         control_answers = answer_scores(prompts, control_after["completions"], s["samples"])
         control_episodes = episode_scores(T, start, tok, ccfg, s["episodes"])
         T.RUN.configure(cfg)
@@ -648,7 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         results.append(r)
     summary = report(results, s, args.quick, args.control)
     path = Path(args.json) if args.json else out / "learning_check.json"
-    s = {**s, "control": args.control, "deterministic": args.deterministic, "overrides": list(args.overrides)}
+    s = {**s, "control": args.control, "deterministic": args.deterministic, "overrides": list(args.overrides),
+         "eval_temperature": EVAL_TEMPERATURE}
     path.write_text(json.dumps({"settings": s, "seeds": results, "summary": summary}, indent=2, default=str))
     return 0 if summary["passed"] else 1
 

@@ -359,3 +359,15 @@ def test_versus_compares_the_grpo_arms_of_two_saved_runs(tmp_path, capsys):
     assert "closed-loop episode reward B - A: +0.100" in out and "training overrides ['--X=b']" in out
     (tmp_path / "c.json").write_text(json.dumps({"seeds": [fake(9, 0, 0)]}))
     assert L.main(["--versus", paths[0], str(tmp_path / "c.json")]) == 2  # no seed in common
+
+
+def test_held_out_answers_are_sampled_at_one_temperature_whatever_the_recipe_trains_with():
+    import train_trl as T
+
+    assert L.EVAL_TEMPERATURE == T.CPU_PROFILE["TEMPERATURE"]  # the default recipe measures itself as before
+    hot = T.build_config(["--DEVICE_PROFILE=cpu", "--TEMPERATURE=1.0"], profile="cpu")
+    assert hot["TEMPERATURE"] == 1.0
+    measured = L.measurement_config(hot)
+    assert measured["TEMPERATURE"] == L.EVAL_TEMPERATURE
+    assert {k: v for k, v in measured.items() if k != "TEMPERATURE"} == {k: v for k, v in hot.items() if k != "TEMPERATURE"}
+    assert hot["TEMPERATURE"] == 1.0  # the training config itself is untouched
