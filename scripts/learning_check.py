@@ -99,17 +99,21 @@ def settings(quick: bool) -> dict:
 
 
 def answer_scores(prompts: list, completions: list[str], samples: int) -> list[dict]:
-    """Per held-out prompt: its answers' task rewards and whether each parsed."""
+    """Per held-out prompt: its answers' task rewards and whether each parsed. Scored in the
+    ``rescore`` phase: ``evaluate_policy`` already counted and logged these answers, so
+    they do not reach generations.jsonl a second time (they used to, after training,
+    labelled as training answers of the last stage)."""
     import train_trl as T
 
     out = []
-    for i, prompt in enumerate(prompts):
-        rows = []
-        for c in completions[i * samples:(i + 1) * samples]:
-            ev = T.get_lifestack_evaluation(c, prompt)
-            rows.append({"task": float(ev["reward"]), "valid": ev["action"] is not None,
-                         "key": action_key(ev["action"])})
-        out.append(rows)
+    with T.RUN.in_phase("rescore"):
+        for i, prompt in enumerate(prompts):
+            rows = []
+            for c in completions[i * samples:(i + 1) * samples]:
+                ev = T.get_lifestack_evaluation(c, prompt)
+                rows.append({"task": float(ev["reward"]), "valid": ev["action"] is not None,
+                             "key": action_key(ev["action"])})
+            out.append(rows)
     return out
 
 

@@ -371,3 +371,31 @@ def test_held_out_answers_are_sampled_at_one_temperature_whatever_the_recipe_tra
     assert measured["TEMPERATURE"] == L.EVAL_TEMPERATURE
     assert {k: v for k, v in measured.items() if k != "TEMPERATURE"} == {k: v for k, v in hot.items() if k != "TEMPERATURE"}
     assert hot["TEMPERATURE"] == 1.0  # the training config itself is untouched
+
+
+def test_rescoring_held_out_answers_neither_logs_nor_counts_them_again(tmp_path):
+    """answer_scores re-reads answers evaluate_policy already observed: same scores as the
+    reward, nothing written to generations.jsonl, no signature counted."""
+    import train_trl as T
+    from lifestack.training.evaluation import held_out_prompts
+    from lifestack.training.generation_log import GenerationLog
+    from lifestack.training.rewards import EVALUATOR
+
+    prompts = held_out_prompts(3, 2, L.HELD_OUT_SEED)
+    answers = ['{"action_type": "rest"}', "not json", '{"action_type": "rest", "target_domain": "health"}'] * 2
+    saved = (T.RUN.log, T.RUN.log_interval, T.RUN.evaluations, dict(T.RUN.signatures), T.RUN.phase)
+    try:
+        T.RUN.log, T.RUN.log_interval, T.RUN.evaluations, T.RUN.signatures = GenerationLog(tmp_path), 1, 0, {}
+        EVALUATOR.evaluations.clear()
+        scores = L.answer_scores(prompts, answers, samples=2)
+        assert not (tmp_path / "generations.jsonl").exists()
+        assert T.RUN.signatures == {} and T.RUN.phase == saved[4]
+        EVALUATOR.evaluations.clear()
+        direct = [T.get_lifestack_evaluation(c, p) for p, c in zip([p for p in prompts for _ in range(2)], answers)]
+        assert [x["task"] for row in scores for x in row] == [float(ev["reward"]) for ev in direct]
+        assert [x["valid"] for row in scores for x in row] == [ev["action"] is not None for ev in direct]
+        assert (tmp_path / "generations.jsonl").exists()  # the same answers outside rescore are logged
+    finally:
+        T.RUN.log.close()
+        T.RUN.log, T.RUN.log_interval, T.RUN.evaluations, T.RUN.signatures, _ = saved
+        EVALUATOR.evaluations.clear()

@@ -24,8 +24,10 @@ from lifestack.training.rewards import (
     OUTCOME_REWARD, REWARD_NAMES, episode_reward_vector, reward_vector, weighted_reward,
 )
 
-PHASES = ("train", "eval", "integrity", "reference")
-NOT_THE_POLICY = ("integrity", "reference")  # the watch's hack texts, the reference policies': neither counted nor logged
+PHASES = ("train", "eval", "integrity", "reference", "rescore")
+# neither counted nor logged: the watch's hack texts, the reference policies' answers, and the
+# policy's answers scored again after they were counted once (the learning check's tables)
+NOT_THE_POLICY = ("integrity", "reference", "rescore")
 
 
 class FeedbackSource:
