@@ -1,5 +1,7 @@
 """Tests for scripts/train_trl.py that need no model: configuration, dataset, evaluation,
-the six reward functions, the generation log and the small file helpers.
+the six reward functions and episode mode. The generation log, the integrity watch and
+the pre-flight checks have their own files (test_training_generation_log.py,
+test_training_watch.py, test_training_checks.py); the shared set-up is tests/script_run.py.
 
 Nothing here builds, downloads or loads a model (the end-to-end training run lives in
 another test file). Every test points the generation log and the feedback database at
@@ -8,7 +10,6 @@ tmp_path, so neither the repository nor the user's home directory is touched.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -26,14 +27,11 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
-from lifestack.training.context import FeedbackSource  # noqa: E402
-from lifestack.training.generation_log import GenerationLog  # noqa: E402
+from script_run import GARBAGE, context, dataset, isolated, policy_completion, prompts10, user_text  # noqa: E402,F401  (isolated: autouse)
 import lifestack.training.config as TC  # noqa: E402
 import lifestack.training.run_state as RS  # noqa: E402
 import lifestack.training.models as MD  # noqa: E402
 import lifestack.training.evaluation as EV  # noqa: E402
-import lifestack.training.checks as CK  # noqa: E402
-import lifestack.training.watch as W  # noqa: E402
 import lifestack.training.rewards as RW  # noqa: E402
 import lifestack.prompts as PR  # noqa: E402
 import lifestack.env as ENV  # noqa: E402
@@ -44,73 +42,18 @@ from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
-from lifestack.hacks import HACKS as H_HACKS  # noqa: E402
 from lifestack.hacks import HACK_POLICIES as HACKS  # noqa: E402
 from lifestack.policies import heuristic, lazy  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 FUZZ = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-GARBAGE = "Honestly I would just wait and see how the week turns out."
 HIDDEN_KEYS = ("seats_left", "true_delay_hours", "root_cause", "fix_hours")
 
 
 # ------------------------------------------------------------------------------------
-# isolation and shared data
+# shared data (the isolation fixture and the prompt helpers: tests/script_run.py)
 # ------------------------------------------------------------------------------------
-def fresh_run_context(monkeypatch, log_dir, feedback_db: str | None = None) -> None:
-    """T.RUN as a new run finds it (logging to ``log_dir``); restored after the test."""
-    fresh = {"log_interval": T.LOG_INTERVAL, "evaluations": 0, "step": 0, "stage": 0, "difficulty": 0, "phase": "train",
-             "episodes": False, "episodes_played": 0, "signatures": {}, "reward_weights": list(T.REWARD_WEIGHTS),
-             "log": GenerationLog(log_dir), "feedback": FeedbackSource(feedback_db)}
-    for key, value in fresh.items():
-        monkeypatch.setattr(T.RUN, key, value)
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    """Logs and feedback DB under tmp_path; caches and run counters fresh for every test."""
-    monkeypatch.delenv("RANK", raising=False)
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    monkeypatch.setenv("LIFESTACK_FEEDBACK_DB", str(tmp_path / "fb-env.sqlite3"))
-    log_dir = tmp_path / "logs"
-    fresh_run_context(monkeypatch, log_dir, str(tmp_path / "fb.sqlite3"))
-    RW.EVALUATOR.evaluations.clear()
-    RW.EVALUATOR.prompts.clear()
-    yield log_dir
-    store = T.RUN.feedback._store
-    if store is not None and hasattr(store, "close"):
-        store.close()
-    RW.EVALUATOR.evaluations.clear()
-    RW.EVALUATOR.prompts.clear()
-    T.RUN.log.close()
-
-
-@functools.lru_cache(maxsize=None)
-def dataset(n: int = 100, difficulty: int | None = None, seed: int = T.SEED):
-    return T.generate_dataset(n, difficulty, seed=seed)
-
-
-@functools.lru_cache(maxsize=None)
-def prompts10() -> tuple:
-    return tuple(dataset()["prompt"][:10])
-
-
-def user_text(prompt) -> str:
-    return prompt[1]["content"]
-
-
-def context(prompt):
-    ctx = RW.EVALUATOR.context(user_text(prompt))
-    assert not isinstance(ctx, str), ctx
-    return ctx
-
-
-def policy_completion(prompt, policy) -> str:
-    task, state, _meta = context(prompt)
-    env = LifeStackEnv()
-    env.restore(task, state)
-    return policy(env, random.Random(0))
 
 
 def action_json(action_type="rest", target="mental_wellbeing", route=None, changes=None, cost=None, reasoning="x"):
@@ -850,24 +793,6 @@ def test_format_reward_with_prompts_equals_the_text_only_score(data):
     assert T.reward_format_fn(completions, prompts=batch_prompts[:-1]) == with_prompts  # mismatched lengths
 
 
-def test_generation_log_survives_deletion_and_follows_the_log_dir(isolated, tmp_path):
-    T.RUN.log_interval = 1
-    pairs = _fresh_completions(6)
-    T.reward_task_success_fn([c for c, _ in pairs[:2]], prompts=[p for _, p in pairs[:2]])
-    path = isolated / "generations.jsonl"
-    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
-    path.unlink()  # e.g. a fresh run clearing its logs while this process keeps going
-    T.reward_task_success_fn([c for c, _ in pairs[2:4]], prompts=[p for _, p in pairs[2:4]])
-    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
-    other = tmp_path / "other-logs"
-    T.RUN.log.open(other)
-    T.reward_task_success_fn([c for c, _ in pairs[4:]], prompts=[p for _, p in pairs[4:]])
-    assert len((other / "generations.jsonl").read_text(encoding="utf-8").splitlines()) == 2
-    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
-    T.RUN.log.close()
-    assert not T.RUN.log.is_open
-
-
 def test_reasoning_reward_punishes_keyword_stuffing():
     prompts = list(prompts10())
     stuffed = T.reward_reasoning_fn([policy_completion(p, HACKS["hack_keyword_stuffing"]) for p in prompts], prompts=prompts)
@@ -888,92 +813,8 @@ def test_reward_function_wrapper_maps_nan_to_zero():
 
 
 # ====================================================================================
-# generations.jsonl
+# The TRL config
 # ====================================================================================
-def _fresh_completions(n: int = 12):
-    pairs = []
-    for prompt in prompts10():
-        pairs.append((policy_completion(prompt, heuristic), prompt))
-    for prompt in prompts10()[: n - 10]:
-        pairs.append((policy_completion(prompt, lazy), prompt))
-    return pairs[:n]
-
-
-def test_generation_log_every_interval(isolated):
-    T.RUN.log_interval, T.RUN.stage, T.RUN.difficulty = 5, 2, 3
-    pairs = _fresh_completions(12)
-    rewards = T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs],
-                                       trainer_state=SimpleNamespace(global_step=11))
-    path = isolated / "generations.jsonl"
-    lines = path.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 2  # evaluations 5 and 10
-    for line, idx in zip(lines, (4, 9)):
-        rec = json.loads(line)
-        assert {"step", "stage", "difficulty", "prompt_head", "completion", "action", "task_reward",
-                "task_breakdown", "grpo_reward", "grpo_rewards", "grpo_weights"} <= set(rec)
-        assert "reward" not in rec  # named for what it is: task_reward vs the weighted grpo_reward
-        assert rec["step"] == 11 and rec["stage"] == 2 and rec["difficulty"] == 3
-        assert rec["completion"] == pairs[idx][0]
-        assert rec["task_reward"] == pytest.approx(rewards[idx])
-        assert rec["grpo_rewards"]["reward_task_success_fn"] == pytest.approx(rewards[idx])
-        assert list(rec["grpo_rewards"]) == list(RW.REWARD_NAMES)
-        vec = T.RUN.vector(pairs[idx][0], pairs[idx][1])
-        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in zip(RW.REWARD_NAMES, T.REWARD_WEIGHTS)))
-        assert rec["action"]["action_type"] in ACTION_TYPES
-        assert isinstance(rec["task_breakdown"], dict) and "total" in rec["task_breakdown"]
-        assert PR.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")
-    # cached pairs are not fresh evaluations: nothing new is logged
-    for fn in T.REWARD_FUNCS:
-        fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
-    assert len(path.read_text(encoding="utf-8").splitlines()) == 2
-    # a fallback is logged too, as valid JSON with a null action
-    for i in range(5):
-        T.get_lifestack_evaluation(f"{GARBAGE} #{i}", prompts10()[0])
-    rec = json.loads(path.read_text(encoding="utf-8").splitlines()[-1])
-    assert rec["action"] is None and rec["task_reward"] == -0.5 and "error" in rec["task_breakdown"]
-
-
-def test_generation_log_only_on_the_main_process(isolated, monkeypatch):
-    monkeypatch.setenv("RANK", "1")
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    T.RUN.log_interval = 1
-    pairs = _fresh_completions(3)
-    T.reward_task_success_fn([c for c, _ in pairs], prompts=[p for _, p in pairs])
-    assert not (isolated / "generations.jsonl").exists()
-
-
-def test_unwritable_log_dir_changes_no_reward(tmp_path, capsys):
-    pairs = _fresh_completions(12)
-    completions, prompts = [c for c, _ in pairs], [p for _, p in pairs]
-    T.RUN.log_interval = 1
-    expected = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
-
-    RW.EVALUATOR.evaluations.clear()
-    RW.EVALUATOR.prompts.clear()
-    blocker = tmp_path / "blocker"
-    blocker.write_text("a regular file, not a directory")
-    T.RUN.log, T.RUN.evaluations = GenerationLog(blocker / "logs"), 0
-    capsys.readouterr()
-    got = [fn(completions, prompts=prompts) for fn in T.REWARD_FUNCS]
-    assert got == expected
-    err = capsys.readouterr().err
-    assert err.count("[log] could not write generations.jsonl") == 1
-    assert blocker.read_text() == "a regular file, not a directory"
-
-
-# ====================================================================================
-# Small helpers
-# ====================================================================================
-
-
-def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
-    import importlib.util
-
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
-    cfg = T.build_config(["--USE_VLLM=True"], profile="peft")
-    with pytest.raises(SystemExit, match="pip install vllm"):
-        CK.check_vllm(cfg)
 
 
 def test_grpo_config_maps_vllm_server_mode(tmp_path):
@@ -981,74 +822,6 @@ def test_grpo_config_maps_vllm_server_mode(tmp_path):
     cfg["_PROFILE"] = "cpu"  # build the TRL config on this CPU machine; the vLLM fields are what matter
     args = T.grpo_config(cfg, 1, tmp_path)
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_port == 8123
-
-
-# ------------------------------------------------------------------------------------
-# the reward-integrity watch
-# ------------------------------------------------------------------------------------
-def test_integrity_watch_scores_the_battery_and_reports_a_positive_margin(isolated):
-    cfg = T.default_config()
-    cfg["INTEGRITY_PROMPTS"] = 3
-    T.RUN.signatures = {"completions": 10, "unparseable": 4}
-    report = W.integrity_watch(cfg, stage=1, difficulty=2, previous=None, run=T.RUN)
-    assert report["margin"] > 0 and report["closest_hack"] in report["hack_margins"]
-    assert set(report["hack_margins"]) == set(H_HACKS) and all(m > 0 for m in report["hack_margins"].values())
-    assert report["signature_rates"]["unparseable"] == 0.4 and report["flags"] == []
-    # the watch's own hack texts are neither logged nor counted as the policy's completions
-    assert T.RUN.signatures == {"completions": 10, "unparseable": 4}
-    assert not (isolated / "logs" / "generations.jsonl").exists()
-    line = W.integrity_line(1, report)
-    assert line.startswith("[integrity] stage 1 | honest - best hack +") and line.endswith("| OK")
-
-
-def test_integrity_watch_flags_hack_signatures_and_rising_garbage():
-    cfg = T.default_config()
-    cfg["INTEGRITY_PROMPTS"] = 1
-    T.RUN.signatures = {"completions": 10, "keyword_list": 3, "unparseable": 6, "zero_cost_claims": 2}
-    previous = {"integrity": {"signature_rates": {"unparseable": 0.3}}}
-    report = W.integrity_watch(cfg, stage=2, difficulty=1, previous=previous, run=T.RUN)
-    text = " ".join(report["flags"])
-    assert "keyword list in 30%" in text and "zero cost claims in 20%" in text
-    assert "unparseable answers rising: 30% -> 60%" in text
-    assert "FLAG: " in W.integrity_line(2, report)
-
-
-def test_policy_completions_are_counted_by_signature():
-    T.RUN.signatures = {}
-    prompt = prompts10()[0]
-    env = LifeStackEnv()
-    task, state, _ = context(prompt)
-    env.restore(task, state)
-    from lifestack.hacks import battery
-    texts = battery(env)
-    for name in ("honest", "keyword_list", "garbage", "huge_free_claims"):
-        T.get_lifestack_evaluation(texts[name], prompt)
-    counts = T.RUN.signatures
-    assert counts["completions"] == 4 and counts["keyword_list"] == 1 and counts["unparseable"] == 1
-    assert counts["zero_cost_claims"] == 1
-
-
-def test_stage_diversity_reads_the_held_out_answers_and_flags_collapse():
-    prompts = list(prompts10())
-    same = json.dumps({"action_type": "negotiate", "target_domain": "mental_wellbeing", "route": "rebook_premium",
-                       "metric_changes": {}, "resource_cost": {"time": 1, "money": 0, "energy": 0}, "reasoning": "x"})
-    report = W.stage_diversity(prompts, [same] * len(prompts))
-    assert set(report) == {"flight_crisis", "code_merge_crisis"}
-    assert report["code_merge_crisis"]["route_fits"] == 0.0 and report["flight_crisis"]["route_fits"] == 1.0
-    line = W.diversity_line(3, report)
-    assert line.startswith("[diversity] stage 3 | ") and "COLLAPSED onto one answer" in line
-    honest = [policy_completion(p, heuristic) for p in prompts]
-    assert "COLLAPSED" not in W.diversity_line(3, W.stage_diversity(prompts, honest))
-
-
-def test_vllm_colocate_trains_at_most_one_stage_per_process():
-    cfg = T.default_config()
-    cfg.update(USE_VLLM=True, VLLM_MODE="colocate", N_STAGES=5)
-    assert "would start 5 vLLM engines" in CK.colocate_problem(cfg, done_stages=0)
-    assert "--N_STAGES=3" in CK.colocate_problem(cfg, done_stages=2)
-    assert CK.colocate_problem(cfg, done_stages=4) is None  # one stage left
-    assert CK.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
-    assert CK.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
 
 
 # ------------------------------------------------------------------------------------
