@@ -191,12 +191,12 @@ def build_tokenizer(directory: Path, kind: str = "tiny"):
     if kind == "qwen":
         from lifestack.qwen_tokens import qwen25_tokenizer
 
-        return models._prepare_tokenizer(qwen25_tokenizer(directory))
+        return models.prepare_tokenizer(qwen25_tokenizer(directory))
     if not (directory / "tokenizer_config.json").exists():
         directory.mkdir(parents=True, exist_ok=True)
         tiny_model.build_tiny_tokenizer(directory)
     tok = AutoTokenizer.from_pretrained(str(directory))  # the trainer's own load path
-    return models._prepare_tokenizer(tok)
+    return models.prepare_tokenizer(tok)
 
 
 def model_config(tok, shape: str, vocab: str) -> tuple[dict[str, Any], dict[str, Any]]:

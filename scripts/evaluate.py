@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lifestack.training import model_eval as M  # noqa: E402
-from lifestack.training.models import _prepare_tokenizer  # noqa: E402
+from lifestack.training.models import prepare_tokenizer  # noqa: E402
 
 
 class UsageError(Exception):
@@ -78,7 +78,7 @@ def load(name: str, device: str | None = None):
     except (OSError, ValueError) as exc:
         raise UsageError(f"--model {name}: cannot load it ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
     model.to(device).eval()
-    return model, _prepare_tokenizer(tok)  # the trainer's: a pad token, padded on the left
+    return model, prepare_tokenizer(tok)  # the trainer's: a pad token, padded on the left
 
 
 def play_all(players: dict, starts: list, horizon: int, quiet: bool = False) -> dict:

@@ -22,7 +22,6 @@ import lifestack.training.models as MD  # noqa: E402
 import lifestack.training.evaluation as EV  # noqa: E402
 import lifestack.training.warm_start as WS  # noqa: E402
 import lifestack.scenarios as SC  # noqa: E402
-import lifestack.training.tiny_model as TM  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ policies' rows. The model's side of the evaluation is tested in test_train_model
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -71,10 +69,9 @@ def run_context(horizon: int) -> RunContext:
     """HORIZON > 1 scores a played episode with the six reward functions: the script's."""
     if horizon == 1:
         return RunContext()
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    import train_trl
+    from script_run import T  # the script, imported as the other reward-path tests import it
 
-    return RunContext(reward_weights=list(train_trl.REWARD_WEIGHTS), reward_funcs=train_trl.REWARD_FUNCS)
+    return RunContext(reward_weights=list(T.REWARD_WEIGHTS), reward_funcs=T.REWARD_FUNCS)
 
 
 @pytest.mark.parametrize("horizon", [1, 2])

@@ -100,7 +100,7 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
                 target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
                 use_gradient_checkpointing="unsloth")
         _fp32_trainable(model)
-        return model, _prepare_tokenizer(tok)
+        return model, prepare_tokenizer(tok)
 
     import torch
     from transformers import AutoTokenizer
@@ -119,7 +119,7 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
             raise SystemExit("DEVICE_PROFILE=peft needs a CUDA GPU; use --DEVICE_PROFILE=cpu for a pipeline check")
         name, device = cfg["MODEL_NAME"], "cuda"
     tok = AutoTokenizer.from_pretrained(name)
-    return load_transformers_model(name, cfg, precision, device, init_from), _prepare_tokenizer(tok)
+    return load_transformers_model(name, cfg, precision, device, init_from), prepare_tokenizer(tok)
 
 
 def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, device: str,
@@ -144,7 +144,9 @@ def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, devi
     return model
 
 
-def _prepare_tokenizer(tok):
+def prepare_tokenizer(tok):
+    """A tokenizer ready for batched generation, as the trainer and every script use it: a
+    pad token (EOS where it has none), padded on the left."""
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"  # generation pads on the left
