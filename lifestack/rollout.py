@@ -67,23 +67,43 @@ def _stop_ids(tokenizer, generation_config) -> set[int]:
     return set(ids)
 
 
+def left_padded(contexts: Sequence[list[int]], pad_id: int, device: Any = None):
+    """``(input_ids, attention_mask)`` tensors of token ``contexts`` padded on the LEFT, the
+    only side a decoder-only model can continue a batch from. Built here, never by the
+    tokenizer, whose ``padding_side`` other code (Unsloth's ``for_training``) flips."""
+    import torch
+
+    width = max(len(c) for c in contexts)
+    input_ids = torch.tensor([[pad_id] * (width - len(c)) + list(c) for c in contexts], device=device)
+    mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    return input_ids, mask
+
+
 def generate_turn(model, tokenizer, contexts: Sequence[list[int]], generation_config, pad_id: int) -> list[list[int]]:
     """One sampled answer per token context (left-padded batch); each answer is cut
     after its first stop token, which it keeps."""
     import torch
 
-    device = next(model.parameters()).device
-    width = max(len(c) for c in contexts)
-    input_ids = torch.tensor([[pad_id] * (width - len(c)) + list(c) for c in contexts], device=device)
-    mask = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
+    input_ids, mask = left_padded(contexts, pad_id, next(model.parameters()).device)
     with torch.no_grad():
         out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=generation_config)
     stops = _stop_ids(tokenizer, generation_config)
     answers = []
-    for row in out[:, width:].tolist():
+    for row in out[:, input_ids.shape[1]:].tolist():
         cut = next((i + 1 for i, t in enumerate(row) if t in stops), len(row))
         answers.append(row[:cut])
     return answers
+
+
+def trainer_unwrap_for_generation():
+    """The ``unwrap_model_for_generation`` GRPOTrainer itself calls: the one in TRL's
+    trainer module, read at call time. Unsloth replaces that module attribute with its own
+    (unsloth/models/rl.py, ``PatchRL``: ``for_inference`` on entry, ``for_training`` with
+    the model's checkpointing mode on exit); ``trl.models``' original would bypass it and
+    toggle gradient checkpointing its own way."""
+    from trl.trainer import grpo_trainer
+
+    return grpo_trainer.unwrap_model_for_generation
 
 
 def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[[list[list[int]]], list[list[int]]],
@@ -151,8 +171,7 @@ def make_rollout_func(horizon: int, make_episode: Callable[[Any, int], Episode] 
     make = make_episode or (lambda prompt, h: Episode.from_prompt(prompt, h))
 
     def rollout_func(prompts: list, trainer) -> dict[str, list]:
-        from trl.models import unwrap_model_for_generation
-
+        unwrap_model_for_generation = trainer_unwrap_for_generation()
         tok = trainer.processing_class
         tok = getattr(tok, "tokenizer", tok)  # a processor wraps its tokenizer
         config = trainer.generation_config

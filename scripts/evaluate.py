@@ -33,7 +33,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from lifestack.training import model_eval as M  # noqa: E402
-from lifestack.training.models import prepare_tokenizer  # noqa: E402
+from lifestack.training.generation import generation_mode  # noqa: E402
+from lifestack.training.models import choose_precision, prepare_tokenizer, torch_dtype  # noqa: E402
 
 
 class UsageError(Exception):
@@ -60,7 +61,10 @@ def load(name: str, device: str | None = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-    dtype = torch.bfloat16 if device == "cuda" and torch.cuda.is_bf16_supported() else torch.float32
+    # the trainer's precision rule: bf16 only on compute capability 8.0+ (a T4 says it supports
+    # bf16 but only emulates it), fp16 on older GPUs, fp32 on a CPU
+    cuda = device.startswith("cuda")
+    dtype = torch_dtype(choose_precision(tuple(torch.cuda.get_device_capability(device)) if cuda else None))
     adapter = path.is_dir() and (path / "adapter_config.json").exists()
     try:  # the tokenizer first: a model without a chat template is refused before its weights load
         base = None
@@ -77,8 +81,9 @@ def load(name: str, device: str | None = None):
             model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype)
     except (OSError, ValueError) as exc:
         raise UsageError(f"--model {name}: cannot load it ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
-    model.to(device).eval()
-    return model, prepare_tokenizer(tok)  # the trainer's: a pad token, padded on the left
+    model.to(device)
+    generation_mode(model)
+    return model, prepare_tokenizer(tok)  # the trainer's: a pad token (generation pads left itself)
 
 
 def play_all(players: dict, starts: list, horizon: int, quiet: bool = False) -> dict:

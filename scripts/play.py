@@ -67,7 +67,7 @@ def human_answer(read: Callable[[str], str], out: TextIO) -> Callable[[LifeStack
 
 
 def model_answer(model, tokenizer, max_new_tokens: int) -> Callable[[LifeStackEnv, list], str]:
-    from lifestack.training.evaluation import generate_completions
+    from lifestack.training.generation import generate_completions
 
     return lambda env, messages: generate_completions(model, tokenizer, [messages], max_new_tokens)[0]
 

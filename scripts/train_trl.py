@@ -36,7 +36,9 @@ from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.rollout import make_rollout_func  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
 from lifestack.training import config  # noqa: E402
-from lifestack.training.checks import check_env_server, check_episode_length, check_vllm, colocate_problem  # noqa: E402
+from lifestack.training.checks import (  # noqa: E402
+    check_env_server, check_episode_length, check_vllm, colocate_problem, installed_versions, unsloth_problem,
+)
 from lifestack.training.context import RunContext  # noqa: E402
 from lifestack.training.distributed import barrier, broadcast_object, init_distributed, is_main_process, log, world_info  # noqa: E402
 from lifestack.training.evaluation import (  # noqa: E402
@@ -465,11 +467,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"config error: {exc}", file=sys.stderr)
         return 2
-    if cfg["_PROFILE"] == "unsloth" and world > 1:
-        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
-        cfg["_PROFILE"] = "peft"
     if cfg["_PROFILE"] == "unsloth":
-        import_unsloth()  # before anything imports transformers, trl or peft: Unsloth patches them
+        unsloth = import_unsloth()  # before anything imports transformers, trl or peft: Unsloth patches them
+        problem = unsloth_problem(cfg, installed_versions(unsloth))
+        if problem:
+            print(f"config error: {problem}", file=sys.stderr)
+            return 2
     check_vllm(cfg)
     check_env_server(cfg)
     init_distributed()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from script_run import T, isolated  # noqa: F401  (isolated: autouse)
+from script_run import ROOT, T, isolated  # noqa: F401  (isolated: autouse)
 import lifestack.training.checks as CK
 
 
@@ -26,3 +26,37 @@ def test_vllm_colocate_trains_at_most_one_stage_per_process():
     assert CK.colocate_problem(cfg, done_stages=4) is None  # one stage left
     assert CK.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
     assert CK.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
+
+
+@pytest.mark.parametrize("versions,refused", [
+    ({"unsloth": "2026.10.9", "unsloth_zoo": "2026.10.9"}, None),
+    ({"unsloth": "2026.5.9", "unsloth_zoo": "2026.5.5"}, None),
+    ({"unsloth": "2026.5.8", "unsloth_zoo": "2026.10.9"}, "unsloth"),
+    ({"unsloth": "2026.10.9", "unsloth_zoo": "2026.5.4"}, "unsloth_zoo"),
+    ({"unsloth": None, "unsloth_zoo": "2026.10.9"}, "unsloth"),
+    ({"unsloth": "not-a-version", "unsloth_zoo": "2026.10.9"}, "unsloth"),
+])
+def test_episode_mode_refuses_an_unsloth_without_the_masking_fix(versions, refused):
+    from lifestack.training.checks import unsloth_problem
+
+    assert unsloth_problem({"HORIZON": 1}, versions) is None  # single decisions have no environment tokens
+    problem = unsloth_problem({"HORIZON": 3}, versions)
+    if refused is None:
+        assert problem is None
+    else:
+        assert problem.startswith(f"HORIZON=3: {refused} ") and "requirements-gpu.txt" in problem
+
+
+def test_the_gpu_install_pins_a_release_with_the_masking_fix():
+    """requirements-gpu.txt pins unsloth and unsloth_zoo exactly, at or above the fix."""
+    import re
+
+    from packaging.version import Version
+
+    from lifestack.training.checks import UNSLOTH_MASKING_FIX
+
+    text = (ROOT / "requirements-gpu.txt").read_text(encoding="utf-8")
+    for name, first in UNSLOTH_MASKING_FIX.items():
+        pins = re.findall(rf"^{name}==([\d.]+)$", text, re.M)
+        assert len(pins) == 1 and Version(pins[0]) >= Version(first)
+    assert not re.search(r"^(torch|torchvision|xformers)\b", text, re.M)  # --no-deps must never move torch

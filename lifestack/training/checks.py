@@ -1,6 +1,7 @@
 """Pre-flight checks: what must hold before a model loads or a stage trains (vLLM
-installed, one colocated vLLM engine per process, an answering ENV_URL server, an episode
-that fits the sequence limit)."""
+installed, one colocated vLLM engine per process, an Unsloth that masks environment
+tokens in episode mode, an answering ENV_URL server, an episode that fits the sequence
+limit)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,56 @@ def check_vllm(cfg: dict[str, Any]) -> None:
 
     if cfg["USE_VLLM"] and importlib.util.find_spec("vllm") is None:
         raise SystemExit("USE_VLLM=True but vLLM is not installed: `pip install vllm` (GPU only), or set USE_VLLM=False")
+
+
+# The first releases whose replaced GRPO loss multiplies the loss mask by a rollout_func's
+# env_mask (TRL's tool_mask). Earlier ones train on the environment's tokens too, and
+# multi-turn training collapses. Checked in the wheels: unsloth 2026.5.8's
+# unsloth/models/rl_replacements.py never mentions tool_mask, 2026.5.9's does and requires
+# unsloth_zoo>=2026.5.5, the first zoo whose grpo_accumulated_loss takes tool_mask.
+UNSLOTH_MASKING_FIX = {"unsloth": "2026.5.9", "unsloth_zoo": "2026.5.5"}
+
+
+def installed_versions(unsloth_module: Any = None) -> dict[str, str | None]:
+    """The unsloth and unsloth_zoo versions this process runs (each module's
+    ``__version__`` once imported, else its installed distribution's; None where unknown).
+    ``unsloth_module``: the imported ``unsloth``, when the caller has it."""
+    import sys
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for name in UNSLOTH_MASKING_FIX:
+        module = unsloth_module if name == "unsloth" and unsloth_module is not None else sys.modules.get(name)
+        version = getattr(module, "__version__", None)
+        if version is None:
+            try:
+                version = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+        out[name] = version
+    return out
+
+
+def unsloth_problem(cfg: dict[str, Any], versions: dict[str, str | None]) -> str | None:
+    """Episode mode (HORIZON > 1) under Unsloth needs a release that masks environment
+    tokens from its loss (:data:`UNSLOTH_MASKING_FIX`); a reason string when this one does
+    not, or its version cannot be read. Single decisions have no environment tokens."""
+    if cfg["HORIZON"] == 1:
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    for name, first in UNSLOTH_MASKING_FIX.items():
+        have = versions.get(name)
+        try:
+            ok = have is not None and Version(have) >= Version(first)
+        except InvalidVersion:
+            ok = False
+        if not ok:
+            return (f"HORIZON={cfg['HORIZON']}: {name} {have or '(version unknown)'} trains on the environment's tokens "
+                    f"in episode mode (its GRPO loss ignores the rollout's env_mask; fixed in {name} {first}); "
+                    "install the tested pins with `pip install --no-deps -r requirements-gpu.txt`, or use "
+                    "--DEVICE_PROFILE=peft, or HORIZON=1")
+    return None
 
 
 def check_episode_length(cfg: dict[str, Any], model, tokenizer) -> None:

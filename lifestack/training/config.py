@@ -148,7 +148,14 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["ENV_URL"] == "" or cfg["HORIZON"] > 1, "ENV_URL",
          "the server plays episodes: set HORIZON > 1 (single decisions are scored in-process from the prompt)")
     if cfg["USE_VLLM"]:
-        need(cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
+        profile = cfg.get("_PROFILE", cfg["DEVICE_PROFILE"])
+        need(profile != "cpu", "USE_VLLM", "vLLM needs a GPU; the CPU profile cannot use it")
+        # TRL syncs the merged policy into its vLLM engine every step, which fails for a 4-bit
+        # bitsandbytes model, and Unsloth refuses use_vllm without its own fast_inference engine
+        # (unsloth/models/rl_replacements.py): refused here, before a model loads
+        need(profile != "unsloth", "USE_VLLM",
+             "the unsloth profile cannot use TRL's vLLM generation (it syncs weights into vLLM every step, which "
+             "fails for a 4-bit model); set USE_VLLM=False, or --DEVICE_PROFILE=peft for LoRA + vLLM")
     need(cfg["USE_LORA"] or cfg.get("_PROFILE", cfg["DEVICE_PROFILE"]) != "unsloth", "USE_LORA",
          "full fine-tuning (USE_LORA=False) needs fp32 master weights, which this script loads in the peft "
          "profile only; use --DEVICE_PROFILE=peft")
@@ -160,6 +167,9 @@ def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) 
     """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
     import importlib.util
 
+    if requested == "unsloth" and world_size > 1:
+        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
+        return "peft"
     if requested != "auto":
         return requested
     import torch

@@ -1,7 +1,7 @@
-"""Generating with the policy and measuring it: greedy or seeded-sampled completions, the
-curriculum's held-out evaluation, the on-policy states of ON_POLICY_STATES, and the
-final evaluation (whole episodes from fixed starts, trained vs GRPO's start, with its
-plots and ``eval_episodes.jsonl``). torch is imported inside the functions.
+"""Measuring the policy: the curriculum's held-out evaluation, the on-policy states of
+ON_POLICY_STATES, and the final evaluation (whole episodes from fixed starts, trained vs
+GRPO's start, with its plots and ``eval_episodes.jsonl``). Every completion comes from
+``lifestack.training.generation`` (left padding, the profile's generation mode).
 """
 
 from __future__ import annotations
@@ -19,46 +19,10 @@ from lifestack.prompts import build_prompt, prompt_text, read_metadata
 from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
 from lifestack.training.context import RunContext
 from lifestack.training.distributed import broadcast_object, is_main_process, log
+from lifestack.training.generation import generate_completions
 from lifestack.training.models import unwrap, load_model
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
 from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
-
-
-def generate_completions(model, tokenizer, prompts: Sequence[list[dict]], max_new_tokens: int, batch_size: int = 16,
-                         temperature: float = 0.0, seed: int = 0, progress: str | None = None) -> list[str]:
-    """Completions for conversational prompts: greedy (``temperature=0``), or sampled with
-    a fixed torch seed, so evaluations are reproducible either way."""
-    import torch
-
-    sampling = {"do_sample": False}
-    if temperature > 0:
-        sampling = {"do_sample": True, "temperature": temperature, "top_p": 1.0, "top_k": 0}
-        torch.manual_seed(seed)
-
-    model_ = model
-    was_training = model_.training
-    model_.eval()
-    out: list[str] = []
-    device = next(model_.parameters()).device
-    try:
-        from tqdm.auto import tqdm
-
-        # ``progress``: a bar (rank 0) with this label over the batches, with the time left
-        batches = tqdm(range(0, len(prompts), batch_size), desc=progress, unit="batch", leave=False,
-                       disable=progress is None or not is_main_process())
-        for i in batches:
-            chunk = prompts[i:i + batch_size]
-            texts = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in chunk]
-            enc = tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-            with torch.no_grad():
-                gen = model_.generate(**enc, max_new_tokens=max_new_tokens, **sampling,
-                                      pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-            new = gen[:, enc["input_ids"].shape[1]:]
-            out.extend(tokenizer.batch_decode(new, skip_special_tokens=True))
-    finally:
-        if was_training:
-            model_.train()
-    return out
 
 
 def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scenario]], list[Scenario]] | None:

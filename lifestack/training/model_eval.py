@@ -87,7 +87,7 @@ def policy_player(policy: Callable, seed: int = 0) -> Answer:
 
 def model_player(model, tokenizer, max_new_tokens: int = 256, batch_size: int = 16) -> Answer:
     """A causal LM as a player: greedy completions of each live episode's messages."""
-    from lifestack.training.evaluation import generate_completions
+    from lifestack.training.generation import generate_completions
 
     def answer(live: list[Any]) -> list[str]:
         return generate_completions(model, tokenizer, [ep.messages_now() for ep in live], max_new_tokens,

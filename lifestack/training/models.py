@@ -76,7 +76,7 @@ def import_unsloth():
         import unsloth
     except ImportError as exc:
         raise SystemExit(f"DEVICE_PROFILE=unsloth but Unsloth is not importable ({exc}); "
-                         "install it with `pip install unsloth` or use --DEVICE_PROFILE=peft") from None
+                         "install the tested pins with `pip install --no-deps -r requirements-gpu.txt` or use --DEVICE_PROFILE=peft") from None
     return unsloth
 
 
@@ -145,11 +145,12 @@ def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, devi
 
 
 def prepare_tokenizer(tok):
-    """A tokenizer ready for batched generation, as the trainer and every script use it: a
-    pad token (EOS where it has none), padded on the left."""
+    """The tokenizer as the trainer and every script use it: a pad token (EOS where it has
+    none), left padding as its default. Generation does not rely on that default: Unsloth
+    flips it (``for_training``), so ``lifestack.training.generation`` pads left itself."""
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
-    tok.padding_side = "left"  # generation pads on the left
+    tok.padding_side = "left"
     return tok
 
 

@@ -101,6 +101,6 @@ def cpu_banner(cfg: dict[str, Any], base_dir: Path) -> str:
         f"  Qwen2-architecture model built offline in {base_dir}.",
         "  Every stage, checkpoint, log and plot is produced, but the numbers say nothing",
         "  about the real model. To train for real, run this script on a CUDA GPU",
-        "  (Colab: see README.md) and, for 4-bit QLoRA, `pip install unsloth`.",
+        "  (Colab: see README.md) and, for 4-bit QLoRA, `pip install --no-deps -r requirements-gpu.txt`.",
         bar,
     ])

@@ -12,6 +12,7 @@ from lifestack.policies import DEMONSTRATORS
 from lifestack.prompts import build_prompt
 from lifestack.scenarios import sample_scenario
 from lifestack.training.distributed import is_main_process, log
+from lifestack.training.generation import training_mode
 
 
 def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
@@ -47,7 +48,7 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
         pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), demonstrator(env, demo_rng)))
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
-    model.train()
+    training_mode(model)  # Unsloth's for_training where it applies (checkpointing on)
     losses = []
     from tqdm.auto import tqdm
 
