@@ -19,7 +19,7 @@ def small_parameters(tmp: Path) -> str:
              "CURRICULUM_PLOT_PATH": str(tmp / "curriculum.png"), "FEEDBACK_DB": str(tmp / "fb.sqlite3"),
              "CPU_BASE_DIR": str(tmp / "base")}
     return (f'REPO_URL = ""\nINSTALL = False\nTRAIN = {train!r}\nEVAL_EPISODES = 1\nPLAY_DIFFICULTY = 1\n'
-            'PUSH_TO_HUB = ""\n')
+            'PUSH_TO_HUB = ""\nDRIVE_DIR = ""\n')
 
 
 def test_the_notebook_has_one_parameters_cell_and_no_outputs():
@@ -43,6 +43,7 @@ def test_the_notebook_runs_top_to_bottom_on_cpu(tmp_path):
     nbclient.NotebookClient(nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(work)}}).execute()
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
     assert "[eval]" in text and "| heuristic |" in text and "episode over:" in text
+    assert "ESTIMATE (not measured) for a T4" in text and "No GPU" in text
     assert (tmp_path / "out" / "README.md").read_text().startswith("---\nlibrary_name: transformers")
     assert (work / "evaluation.png").exists() and (work / "evaluation.json").exists()
     images = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
