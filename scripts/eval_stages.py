@@ -24,6 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+from lifestack.training import seeds as run_seeds  # noqa: E402
+
 
 def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
     """(name, path) of stage_0, stage_1, ... and the final model, those that exist, in order."""
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     cfg = T.build_config([f"--OUTPUT_DIR={out_dir}", *args.overrides])  # resolves the profile as the trainer does
     T.RUN.configure(cfg)
-    seeds = [cfg["SEED"] + 20_000_000 + 1_000 * k for k in range(args.seeds)]
+    seeds = [run_seeds.final_evaluation(cfg["SEED"], k) for k in range(args.seeds)]
     print(f"[eval stages] {len(models)} models x {len(seeds)} seeds x {cfg['N_EVAL_EPISODES']} greedy episodes")
     for name, path in models:
         model, tok = load_model(cfg, path, banner=False, collective=False)

@@ -35,12 +35,15 @@ from lifestack.prompts import build_prompt, completion_text, prompt_text  # noqa
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.rollout import make_rollout_func  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
-from lifestack.training import config  # noqa: E402
+from lifestack.training import config, seeds  # noqa: E402
 from lifestack.training.checks import (  # noqa: E402
     check_env_server, check_episode_length, check_vllm, colocate_problem, installed_versions, unsloth_problem,
 )
 from lifestack.training.context import RunContext  # noqa: E402
-from lifestack.training.distributed import barrier, broadcast_object, init_distributed, is_main_process, log, world_info  # noqa: E402
+from lifestack.training.curriculum import append_history, curriculum_step, stage_line, stage_record  # noqa: E402
+from lifestack.training.distributed import (  # noqa: E402
+    barrier, broadcast_object, init_distributed, is_main_process, log, main_process_first, world_info,
+)
 from lifestack.training.evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
@@ -50,7 +53,7 @@ from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.rewards import (  # noqa: E402
     EVALUATOR, REWARD_NAMES, format_score, reward_function, valid_format_score,
 )
-from lifestack.training.run_state import curriculum_step, last_checkpoint, load_curriculum_state, mean_or_none, start_run, write_json_atomic  # noqa: E402
+from lifestack.training.run_state import RunPaths, last_checkpoint, start_run, write_json_atomic  # noqa: E402
 from lifestack.training.warm_start import warm_start  # noqa: E402
 from lifestack.training.watch import diversity_line, integrity_line, integrity_watch, stage_diversity  # noqa: E402
 from lifestack.value import CURRICULUM_THRESHOLD  # noqa: E402
@@ -125,7 +128,6 @@ CPU_PROFILE = {
     "MAX_COMPLETION_LENGTH": 160,  # a complete JSON action is ~140 tokens of the tiny tokenizer
     "TEMPERATURE": 0.7,  # a barely warm-started model breaks its JSON too often at 1.0
     "LEARNING_RATES": [2e-4],
-    "N_EVAL_EPISODES": 50,
     "SAVE_STEPS": 2,
     "WARM_START_SFT_STEPS": 1000,  # demonstrations (WARM_START_POLICY): without them no completion parses
     "WARM_START_LR": 2e-3,
@@ -151,7 +153,7 @@ def build_config(argv: Sequence[str], world_size: int = 1, profile: str | None =
 # =====================================================================================
 # Dataset: seeded conversational prompts carrying the state they were written from
 # =====================================================================================
-def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = SEED,
+def generate_dataset(n_prompts: int, difficulty: int | None = None, *, seed: int,
                      advance: Callable[[list[Scenario]], list[Scenario]] | None = None):
     """``n_prompts`` seeded conversational prompts as a ``datasets.Dataset``.
 
@@ -160,7 +162,8 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, seed: int = 
     cascaded through the ``DependencyGraph``, rolled a few steps forward so states vary,
     rendered with its metadata by ``build_prompt``. Item ``i`` is drawn from
     ``random.Random(seed + i)`` and records its seed and difficulty; ``difficulty=None``
-    cycles 1..5. Same arguments, identical dataset.
+    cycles 1..5. Same arguments, identical dataset. ``seed`` has no default: a default
+    bound to the SEED constant would ignore a ``--SEED`` override.
     ``advance`` may move the scenarios on before they are rendered (the on-policy states
     of ``ON_POLICY_STATES``: :func:`lifestack.onpolicy.advance_by_policy`).
     """
@@ -353,107 +356,110 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     return GRPOConfig(**kwargs)
 
 
-def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-    """Stage by stage: train, save ``stage_N``, evaluate held-out, decide the difficulty.
-
-    ``state``: where to start (``start_run``'s); by default read as ``load_curriculum_state`` does.
-    """
+def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any], paths: RunPaths) -> tuple[Any, dict[str, Any]]:
+    """Stage by stage: train on the stage's prompts, save ``stage_N``, evaluate held out,
+    decide the next difficulty, record and log the stage. ``state`` is :func:`start_run`'s;
+    it stays in memory and is written (atomically) after every stage."""
     from trl import GRPOTrainer
 
-    out = Path(cfg["OUTPUT_DIR"])
-    state_path = out / "curriculum_state.json"
-    if state is None:
-        state = load_curriculum_state(state_path, cfg)
     RUN.configure(cfg)
     if state["next_stage"] > cfg["N_STAGES"]:
-        log(f"[curriculum] {state_path}: all {cfg['N_STAGES']} stages are done; nothing to train "
+        log(f"[curriculum] {paths.state}: all {cfg['N_STAGES']} stages are done; nothing to train "
             "(raise N_STAGES to continue, or --RESUME=False to start over)")
     for stage in range(state["next_stage"], cfg["N_STAGES"] + 1):
         difficulty = state["difficulty"]
         RUN.stage, RUN.difficulty = stage, difficulty
-        stage_dir = out / f"stage_{stage}"
-        ckpt_dir = stage_dir / "checkpoints"
-        dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=cfg["SEED"] + 100_000 * stage,
+        dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=seeds.stage_prompts(cfg["SEED"], stage),
                                    advance=policy_advance(model, tokenizer, cfg))
-        # TensorBoard (REPORT_TO) logs outside the step checkpoints, which are deleted after a stage
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str(Path(cfg["LOG_DIR"]) / "tensorboard" / f"stage_{stage}")
-        episodes = {}
-        if cfg["HORIZON"] > 1:  # closed-loop episodes through TRL's rollout_func (lifestack.rollout)
-            os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
-            episodes["rollout_func"] = make_rollout_func(cfg["HORIZON"], make_episode=episode_factory(cfg),
-                                                         on_rollout=RUN.log_rollout)
-            if stage == state["next_stage"]:
-                log(f"[episodes] HORIZON={cfg['HORIZON']}: each GRPO sample is a closed-loop episode of up to "
-                    f"{cfg['HORIZON']} turns; environment tokens are masked from the loss (TRL rollout_func, "
-                    "experimental in TRL 1.14)")
-        trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, ckpt_dir),
-                              train_dataset=dataset, processing_class=tokenizer, **episodes)
-        resume = last_checkpoint(ckpt_dir) if cfg["RESUME"] else None
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
+        trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, paths.checkpoints(stage)),
+                              train_dataset=dataset, processing_class=tokenizer,
+                              **episode_rollout(cfg, announce=stage == state["next_stage"]))
+        resume = last_checkpoint(paths.checkpoints(stage)) if cfg["RESUME"] else None
         log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
             + (f", resuming from {resume}" if resume else ""))
         RUN.signatures = {}  # the integrity watch reads this stage's completions only
         reward_t0, t0 = RUN.reward_seconds, time.perf_counter()
-        trainer.train(resume_from_checkpoint=resume)
-        train_seconds = time.perf_counter() - t0
-        reward_seconds = RUN.reward_seconds - reward_t0
-        model = trainer.model
-        history = [h for h in trainer.state.log_history if "reward" in h]
-        if is_main_process():
-            save_model(model, tokenizer, stage_dir)
-            (Path(cfg["LOG_DIR"])).mkdir(parents=True, exist_ok=True)
-            with open(Path(cfg["LOG_DIR"]) / "train_history.jsonl", "a", encoding="utf-8") as fh:
-                for h in history:
-                    fh.write(json.dumps({"stage": stage, "difficulty": difficulty, **h}) + "\n")
+        trainer.train(resume_from_checkpoint=resume)  # train
+        seconds, reward_seconds = time.perf_counter() - t0, RUN.reward_seconds - reward_t0
+        model, history = trainer.model, [h for h in trainer.state.log_history if "reward" in h]
+        if is_main_process():  # save
+            save_model(model, tokenizer, paths.stage(stage))
+            append_history(paths.train_history, stage, difficulty, history)
         barrier()
-        decision = None
-        if is_main_process():
-            prompts = held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, cfg["SEED"] + 9_000_000 + 1000 * stage)
-            result = evaluate_policy(unwrap(model), tokenizer, prompts, cfg, RUN)
-            mean = result["mean_task_reward"]
-            move, next_difficulty, reason = curriculum_step(state["stages"], difficulty, mean, cfg)
-            decision = {
-                "stage": stage, "difficulty": difficulty, "mean_task_reward": round(mean, 4),
-                "reward_means": {k: round(v, 4) for k, v in result["reward_means"].items()},
-                "valid_json_rate": round(result["valid_json_rate"], 4), "advance": move == "advance",
-                "move": move, "reason": reason,
-                "next_difficulty": next_difficulty, "train_seconds": round(train_seconds, 2),
-                "reward_seconds": round(reward_seconds, 3),
-                "frac_reward_zero_std": mean_or_none([h.get("frac_reward_zero_std") for h in history]),
-                "steps": trainer.state.global_step,
-            }
-            decision["diversity"] = stage_diversity(result["turn_prompts"], result["completions"])
-            if cfg["INTEGRITY_PROMPTS"] > 0:
-                decision["integrity"] = integrity_watch(cfg, stage, difficulty, state["stages"][-1] if state["stages"] else None,
-                                                        RUN)
-        if world_info()[1] > 1:  # proof, per rank, that every process trained its share
-            print(f"[rank {world_info()[0]}] stage {stage}: {trainer.state.global_step} optimizer steps done", flush=True)
-        decision = broadcast_object(decision)  # every rank takes the same decision
-        state["stages"].append(decision)
-        state["difficulty"] = decision["next_difficulty"]
-        state["next_stage"] = stage + 1
-        if is_main_process():
-            write_json_atomic(state_path, state)
-            shutil.rmtree(ckpt_dir, ignore_errors=True)  # the stage is saved; step checkpoints are spent
-            means = " ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={v:+.3f}" for k, v in decision["reward_means"].items())
-            log(f"[stage {stage}] difficulty {difficulty} | held-out task reward {decision['mean_task_reward']:+.3f} "
-                f"(threshold {cfg['ADVANCE_THRESHOLD']}) | valid JSON {decision['valid_json_rate']:.0%} | {means} | "
-                f"reward code {reward_seconds / max(train_seconds, 1e-9):.1%} of {train_seconds:.1f}s | "
-                f"{decision['move'].upper()} to {decision['next_difficulty']} ({decision['reason']})")
-            log(diversity_line(stage, decision["diversity"]))
-            if "integrity" in decision:
-                log(integrity_line(stage, decision["integrity"]))
-        barrier()
+        record = None
+        if is_main_process():  # evaluate held out, decide
+            result = evaluate_policy(unwrap(model), tokenizer,
+                                     held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, seeds.held_out_prompts(cfg["SEED"], stage)),
+                                     cfg, RUN)
+            decision = curriculum_step(state["stages"], difficulty, result["mean_task_reward"],
+                                       cfg["ADVANCE_THRESHOLD"], cfg["RETREAT_THRESHOLD"])
+            record = stage_record(stage, difficulty, result, decision, history, trainer.state.global_step, seconds, reward_seconds)
+            record.update(watch_stage(result, cfg, stage, difficulty, state["stages"][-1] if state["stages"] else None, RUN))
+        say_steps_per_rank(stage, trainer.state.global_step)
+        state = record_stage(state, broadcast_object(record), paths, cfg)  # every rank takes rank 0's decision; log
+    return model, finish_curriculum(model, tokenizer, state, cfg, paths)
+
+
+def episode_rollout(cfg: dict[str, Any], announce: bool) -> dict[str, Any]:
+    """``HORIZON > 1``: the trainer's ``rollout_func``, playing each prompt as a closed-loop
+    episode (lifestack.rollout; environment tokens masked from the loss). ``{}`` otherwise."""
+    if cfg["HORIZON"] == 1:
+        return {}
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
+    if announce:
+        log(f"[episodes] HORIZON={cfg['HORIZON']}: each GRPO sample is a closed-loop episode of up to "
+            f"{cfg['HORIZON']} turns; environment tokens are masked from the loss (TRL rollout_func, "
+            "experimental in TRL 1.14)")
+    return {"rollout_func": make_rollout_func(cfg["HORIZON"], make_episode=episode_factory(cfg), on_rollout=RUN.log_rollout)}
+
+
+def watch_stage(result: dict[str, Any], cfg: dict[str, Any], stage: int, difficulty: int, previous: dict | None,
+                run: RunContext) -> dict[str, Any]:
+    """The stage's answer diversity and (INTEGRITY_PROMPTS > 0) its reward-integrity watch."""
+    out = {"diversity": stage_diversity(result["turn_prompts"], result["completions"])}
+    if cfg["INTEGRITY_PROMPTS"] > 0:
+        out["integrity"] = integrity_watch(cfg, stage, difficulty, previous, run)
+    return out
+
+
+def say_steps_per_rank(stage: int, steps: int) -> None:
+    """Several processes: proof, per rank, that every process trained its share."""
+    rank, world = world_info()
+    if world > 1:
+        print(f"[rank {rank}] stage {stage}: {steps} optimizer steps done", flush=True)
+
+
+def record_stage(state: dict[str, Any], record: dict[str, Any], paths: RunPaths, cfg: dict[str, Any]) -> dict[str, Any]:
+    """Add the stage's record to the state, write it, drop the spent step checkpoints, log the stage."""
+    state["stages"].append(record)
+    state["difficulty"] = record["next_difficulty"]
+    state["next_stage"] = record["stage"] + 1
+    if is_main_process():
+        write_json_atomic(paths.state, state)
+        shutil.rmtree(paths.checkpoints(record["stage"]), ignore_errors=True)  # the stage is saved
+        log(stage_line(record, cfg["ADVANCE_THRESHOLD"]))
+        log(diversity_line(record["stage"], record["diversity"]))
+        if "integrity" in record:
+            log(integrity_line(record["stage"], record["integrity"]))
+    barrier()
+    return state
+
+
+def finish_curriculum(model, tokenizer, state: dict[str, Any], cfg: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
+    """Save the final model and tokenizer (and with SAVE_MERGED a merged copy); the state
+    lists the files written, so that RESUME=False can move them aside."""
     state["finished"] = True
     if is_main_process():
-        state["final_files"] = save_final(model, tokenizer, out)  # listed so that RESUME=False can move them
-        write_json_atomic(state_path, state)
-        log(f"[curriculum] final model and tokenizer saved to {out}")
+        state["final_files"] = save_final(model, tokenizer, paths.out)
+        write_json_atomic(paths.state, state)
+        log(f"[curriculum] final model and tokenizer saved to {paths.out}")
         if cfg["SAVE_MERGED"]:
-            method = save_merged(model, tokenizer, out / "merged", cfg, adapter_dir=out)
-            log(f"[curriculum] merged model ({method}) saved to {out / 'merged'}" if method else
-                f"[curriculum] SAVE_MERGED: no adapter to merge (full-weight training); {out} holds the full model")
+            method = save_merged(model, tokenizer, paths.merged, cfg, adapter_dir=paths.out)
+            log(f"[curriculum] merged model ({method}) saved to {paths.merged}" if method else
+                f"[curriculum] SAVE_MERGED: no adapter to merge (full-weight training); {paths.out} holds the full model")
     barrier()
-    return model, state
+    return state
 
 
 # =====================================================================================
@@ -477,18 +483,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_env_server(cfg)
     init_distributed()
     RUN.feedback.configure(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
-    # Open the feedback database now: a broken one should stop the run here, not
-    # mid-training. Rank 0 first, so only one process ever creates and seeds it.
-    for turn in ("main", "others"):
-        if (turn == "main") == is_main_process():
-            try:
-                RUN.feedback.store()
-            except Exception as exc:
-                if cfg["FEEDBACK_ON_ERROR"] == "raise":
-                    print(f"feedback database error: {exc}", file=sys.stderr)
-                    return 2
-                log(f"[setup] feedback database unavailable ({exc}); reward_human_feedback_fn will return 0.0")
-        barrier()
+    problem = open_feedback(cfg)  # a broken database stops the run here, not mid-training
+    if problem:
+        print(f"feedback database error: {problem}", file=sys.stderr)
+        return 2
     import random
 
     import torch
@@ -498,37 +496,49 @@ def main(argv: Sequence[str] | None = None) -> int:
     set_seed(cfg["SEED"])
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
         f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
-    out = Path(cfg["OUTPUT_DIR"])
-    prior = start_run(cfg)
-    done_stages = prior["next_stage"] - 1
+    paths = RunPaths.of(cfg)
+    state = start_run(cfg)  # the run's state, in memory from here to finish_run
+    done_stages = state["next_stage"] - 1
     problem = colocate_problem(cfg, done_stages)
     if problem:
         print(f"config error: {problem}", file=sys.stderr)
         return 2
-    init_from = out / f"stage_{done_stages}" if done_stages >= 1 else None
+    init_from = paths.stage(done_stages) if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
     check_episode_length(cfg, model, tokenizer)
-    mid_stage = last_checkpoint(out / f"stage_{done_stages + 1}" / "checkpoints") if cfg["RESUME"] else None
+    mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1)) if cfg["RESUME"] else None
     if init_from is None and not mid_stage:
         if is_main_process():  # a fresh run starts fresh logs
             RUN.log.close()
-            for name in ("generations.jsonl", "train_history.jsonl"):
-                (Path(cfg["LOG_DIR"]) / name).unlink(missing_ok=True)
-        warm_start(model, tokenizer, cfg)  # (a step checkpoint, when there is one, replaces these weights)
-        if cfg["WARM_START_SFT_STEPS"] > 0 and not mid_stage:
+            for path in (paths.generations, paths.train_history):
+                path.unlink(missing_ok=True)
+        warm_start(model, tokenizer, cfg)
+        if cfg["WARM_START_SFT_STEPS"] > 0:
             if is_main_process():  # GRPO's starting point: the final evaluation compares against it
-                save_model(model, tokenizer, out / "stage_0")
-                log(f"[warm start] saved the warm-started model to {out / 'stage_0'} (GRPO's start)")
+                save_model(model, tokenizer, paths.stage(0))
+                log(f"[warm start] saved the warm-started model to {paths.stage(0)} (GRPO's start)")
             barrier()
     elif init_from is not None:
         log(f"[setup] resuming after stage {done_stages} from {init_from}")
-    model, _state = train_curriculum(model, tokenizer, cfg, prior)
-    summary = evaluate_and_plot(model, tokenizer, cfg, RUN)
+    model, state = train_curriculum(model, tokenizer, cfg, state, paths)
+    summary = evaluate_and_plot(model, tokenizer, cfg, RUN, state["stages"])
     if is_main_process():  # the model card (OUTPUT_DIR/README.md) and, with PUSH_TO_HUB, the upload
-        finish_run(cfg, default_config(), summary)
+        finish_run(cfg, default_config(), summary, state)
     RUN.log.close()
     return 0
 
+
+def open_feedback(cfg: dict[str, Any]) -> str | None:
+    """Open the outcome-feedback database, rank 0 first (only one process ever creates and
+    seeds it). FEEDBACK_ON_ERROR=raise: the error, to stop the run; zero: say so, go on."""
+    with main_process_first():
+        try:
+            RUN.feedback.store()
+        except Exception as exc:
+            if cfg["FEEDBACK_ON_ERROR"] == "raise":
+                return str(exc)
+            log(f"[setup] feedback database unavailable ({exc}); reward_human_feedback_fn will return 0.0")
+    return None
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -256,7 +256,7 @@ def test_base_model_evaluation_runs_with_the_adapter_disabled(tmp_path, tiny_bas
 
     monkeypatch.setattr(EV, "run_episodes", fake_episodes)
     monkeypatch.setattr(EV, "load_model", lambda *a, **k: pytest.fail("the base must not be reloaded for a LoRA model"))
-    EV.evaluate_and_plot(model, tok, cfg, T.RUN)
+    EV.evaluate_and_plot(model, tok, cfg, T.RUN, stages=[])
     trained, base = seen
     assert torch.allclose(trained, logits(model))
     assert torch.allclose(base, logits(AutoModelForCausalLM.from_pretrained(str(tiny_base))), atol=1e-6)

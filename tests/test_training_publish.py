@@ -73,9 +73,9 @@ def test_finish_run_writes_the_card_copies_the_plots_and_lists_them_for_archivin
     out = Path(cfg["OUTPUT_DIR"])
     out.mkdir(parents=True)
     (tmp_path / "curve.png").write_bytes(b"png")
-    (out / "curriculum_state.json").write_text(json.dumps({"version": 1, "stages": STAGES, "final_files": ["config.json"]}))
     api = Recorder()
-    card = PB.finish_run(cfg, T.default_config(), SUMMARY, api=api)
+    card = PB.finish_run(cfg, T.default_config(), SUMMARY, {"version": 1, "stages": STAGES, "final_files": ["config.json"]},
+                         api=api)
     assert card == out / "README.md" and "## Final evaluation" in card.read_text()
     assert (out / "curve.png").read_bytes() == b"png"
     state = json.loads((out / "curriculum_state.json").read_text())
@@ -89,7 +89,7 @@ def test_push_uploads_the_folder_and_plots_and_a_failure_is_one_line(tmp_path, c
     out.mkdir(parents=True)
     (out / "model.safetensors").write_bytes(b"w")
     api = Recorder()
-    PB.finish_run(cfg, T.default_config(), SUMMARY, api=api)
+    PB.finish_run(cfg, T.default_config(), SUMMARY, {"version": 1, "stages": []}, api=api)
     names = [c[0] for c in api.calls]
     assert names[:2] == ["create_repo", "upload_folder"]
     assert api.calls[1][1]["folder_path"] == str(out) and api.calls[1][1]["repo_id"] == "me/lifestack-grpo"

@@ -1,5 +1,5 @@
-"""lifestack.training.run_state: the curriculum state on disk, resume and its checks,
-archiving a previous run, step checkpoints and the curriculum's decision."""
+"""lifestack.training.run_state: where a run's files live, the curriculum state on disk,
+resume and its checks, archiving a previous run, step checkpoints."""
 
 from __future__ import annotations
 
@@ -188,47 +188,10 @@ def test_horizon_one_keeps_the_single_step_fingerprint():
 
 
 
-@pytest.mark.parametrize("stages, difficulty, mean, expected", [
-    ([], 1, 0.7, ("advance", 2)),
-    ([], 5, 0.9, ("stay", 5)),  # the top
-    ([], 3, 0.45, ("stay", 3)),  # inside the band
-    ([], 3, 0.1, ("stay", 3)),  # first stage below: no retreat yet
-    ([{"difficulty": 3, "mean_task_reward": 0.2}], 3, 0.1, ("retreat", 2)),  # second stage running
-    ([{"difficulty": 2, "mean_task_reward": 0.7}], 3, 0.1, ("stay", 3)),  # just rose: the dip is forgiven
-    ([{"difficulty": 3, "mean_task_reward": 0.4}], 3, 0.1, ("stay", 3)),  # the last one was in the band
-    ([{"difficulty": 1, "mean_task_reward": 0.0}], 1, -0.2, ("stay", 1)),  # the bottom
-    ([{"difficulty": 3, "mean_task_reward": 0.1, "move": "retreat"}], 2, 0.9, ("stay", 2)),  # just fell back
-    ([{"difficulty": 2, "mean_task_reward": 0.9, "move": "stay"}], 2, 0.9, ("advance", 3)),
-])
-def test_curriculum_step(stages, difficulty, mean, expected):
-    move, nxt, reason = RS.curriculum_step(stages, difficulty, mean, _cfg())
-    assert (move, nxt) == expected and reason
-
-
-
-def test_curriculum_never_retreats_when_the_threshold_is_off():
-    cfg = _cfg(RETREAT_THRESHOLD=-1.0)
-    assert RS.curriculum_step([{"difficulty": 4, "mean_task_reward": -0.9}], 4, -0.95, cfg)[:2] == ("stay", 4)
-
-
-
-def test_curriculum_does_not_oscillate_on_a_noisy_reward():
-    """A reward that hovers around the thresholds, replayed through the rule: no stage
-    retreats right after an advance, and difficulty never flips back and forth."""
-    import random
-
-    rng = random.Random(3)
-    cfg, stages, d = _cfg(), [], 2
-    for stage in range(1, 41):
-        mean = rng.uniform(0.1, 0.75)
-        move, nxt, _ = RS.curriculum_step(stages, d, mean, cfg)
-        if stages and stages[-1]["move"] == "advance":
-            assert move != "retreat"
-        if stages and stages[-1]["move"] == "retreat":
-            assert move != "advance"
-        stages.append({"stage": stage, "difficulty": d, "mean_task_reward": mean, "move": move, "advance": move == "advance"})
-        d = nxt
-    moves = [s["move"] for s in stages]
-    flips = sum(1 for a, b in zip(moves, moves[1:]) if {a, b} == {"advance", "retreat"})
-    assert flips == 0
-
+def test_run_paths_spell_every_file_of_a_run_once(tmp_path):
+    paths = RS.RunPaths.of(run_cfg(tmp_path))
+    assert paths.state == tmp_path / "out" / "curriculum_state.json"
+    assert paths.stage(0) == tmp_path / "out" / "stage_0" and paths.checkpoints(3) == tmp_path / "out" / "stage_3" / "checkpoints"
+    assert paths.merged == tmp_path / "out" / "merged"
+    assert [paths.generations, paths.train_history, paths.eval_episodes] == [tmp_path / "logs" / n for n in RS.RUN_LOGS]
+    assert paths.tensorboard(2) == tmp_path / "logs" / "tensorboard" / "stage_2"

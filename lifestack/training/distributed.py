@@ -7,7 +7,8 @@ only when there are several processes.
 from __future__ import annotations
 
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 
 def world_info() -> tuple[int, int]:
@@ -38,6 +39,19 @@ def barrier() -> None:
 
         if dist.is_initialized():
             dist.barrier()
+
+
+@contextmanager
+def main_process_first() -> Iterator[None]:
+    """Rank 0 runs the block first, then the other ranks (what rank 0 creates, such as the
+    feedback database or the tiny model, the others then find); a plain block in a single process."""
+    if not is_main_process():
+        barrier()
+    try:
+        yield
+    finally:
+        if is_main_process():
+            barrier()
 
 
 def init_distributed() -> None:

@@ -17,12 +17,14 @@ from lifestack.episodes import Episode, play_many
 from lifestack.onpolicy import advance_by_policy
 from lifestack.prompts import build_prompt, prompt_text, read_metadata
 from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
+from lifestack.training import seeds
 from lifestack.training.context import RunContext
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
 from lifestack.training.models import unwrap, load_model
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
 from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
+from lifestack.training.run_state import RunPaths
 
 
 def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scenario]], list[Scenario]] | None:
@@ -202,14 +204,17 @@ def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, 
     return rows
 
 
-def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext) -> dict[str, Any]:
-    """Trained vs base model on N_EVAL_EPISODES episodes; writes the plot and eval JSONL."""
+def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
+                      stages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Trained vs base model on N_EVAL_EPISODES episodes; writes the plot and eval JSONL.
+    ``stages``: the curriculum's stage records (the run's state), for the curriculum plot."""
     if not is_main_process():
         return {}
-    n, seed = cfg["N_EVAL_EPISODES"], cfg["SEED"] + 20_000_000
+    paths = RunPaths.of(cfg)
+    n, seed = cfg["N_EVAL_EPISODES"], seeds.final_evaluation(cfg["SEED"])
     core = unwrap(model)
     trained = run_episodes(core, tokenizer, cfg, n, seed, run)
-    start_dir = Path(cfg["OUTPUT_DIR"]) / "stage_0"
+    start_dir = paths.stage(0)
     start_label = "base model"
     if (start_dir / "config.json").exists() or (start_dir / "adapter_config.json").exists():
         # GRPO started from the warm-started model: compare with that, not with the base
@@ -224,18 +229,15 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext) ->
         base_model, base_tok = load_model({**cfg, "USE_LORA": False}, banner=False, collective=False)
         base = run_episodes(base_model, base_tok, cfg, n, seed, run)
         del base_model
-    log_dir = Path(cfg["LOG_DIR"])
-    log_dir.mkdir(parents=True, exist_ok=True)
-    with open(log_dir / "eval_episodes.jsonl", "w", encoding="utf-8") as fh:
+    paths.logs.mkdir(parents=True, exist_ok=True)
+    with open(paths.eval_episodes, "w", encoding="utf-8") as fh:
         for label, rows in (("trained", trained), ("base", base)):
             for r in rows:
                 fh.write(json.dumps({"model": label, **r}) + "\n")
     cpu = cfg["_PROFILE"] == "cpu"
     plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"])
-    curves = plot_training_curves(log_dir / "train_history.jsonl", cfg["CURVES_PATH"])
-    state_path = Path(cfg["OUTPUT_DIR"]) / "curriculum_state.json"
-    stages = json.loads(state_path.read_text(encoding="utf-8")).get("stages", []) if state_path.exists() else []
-    curriculum = plot_curriculum(stages, cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
+    curves = plot_training_curves(paths.train_history, cfg["CURVES_PATH"])
+    curriculum = plot_curriculum(list(stages), cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
                                  retreat=cfg["RETREAT_THRESHOLD"])
     summary = {
         "trained_mean": sum(r["reward"] for r in trained) / n, "base_mean": sum(r["reward"] for r in base) / n,

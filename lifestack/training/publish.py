@@ -66,16 +66,17 @@ def append_to_card(repo_id: str, section: str, api: Any = None) -> bool:
     return True
 
 
-def finish_run(cfg: dict[str, Any], defaults: dict[str, Any], summary: dict[str, Any], api: Any = None) -> Path:
+def finish_run(cfg: dict[str, Any], defaults: dict[str, Any], summary: dict[str, Any], state: dict[str, Any],
+               api: Any = None) -> Path:
     """After the final evaluation (rank 0): copy the plots next to the final model, write
     its card (``OUTPUT_DIR/README.md``, :func:`lifestack.training.model_card.model_card`),
-    list both in the curriculum state's ``final_files`` (so ``RESUME=False`` moves them
-    aside with the run), and push the folder when ``PUSH_TO_HUB`` names a repo."""
-    import json
+    list both in the run's ``state`` (its ``final_files``, so ``RESUME=False`` moves them
+    aside with the run; the state is written once more), and push the folder when
+    ``PUSH_TO_HUB`` names a repo."""
     import shutil
 
     from lifestack.training.model_card import model_card
-    from lifestack.training.run_state import write_json_atomic
+    from lifestack.training.run_state import RunPaths, write_json_atomic
 
     out = Path(cfg["OUTPUT_DIR"])
     plots = []
@@ -85,13 +86,10 @@ def finish_run(cfg: dict[str, Any], defaults: dict[str, Any], summary: dict[str,
             shutil.copyfile(src, out / src.name)
         if (out / src.name).is_file():
             plots.append(src.name)
-    state_path = out / "curriculum_state.json"
-    state = json.loads(state_path.read_text(encoding="utf-8")) if state_path.is_file() else {}
     card = out / CARD
     card.write_text(model_card(cfg, defaults, state, summary, plots, cfg.get("PUSH_TO_HUB", "")), encoding="utf-8")
-    if state:
-        state["final_files"] = sorted(set(state.get("final_files", [])) | {CARD, *plots})
-        write_json_atomic(state_path, state)
+    state["final_files"] = sorted(set(state.get("final_files", [])) | {CARD, *plots})
+    write_json_atomic(RunPaths.of(cfg).state, state)
     print(f"[card] model card: {card}", flush=True)
     if cfg.get("PUSH_TO_HUB"):
         push_run(cfg["PUSH_TO_HUB"], out, api=api)

@@ -1,6 +1,9 @@
-"""A run on disk: ``curriculum_state.json`` (written atomically, with the fingerprint of
-the settings that wrote it), resume and its checks, moving a previous run aside
-(``RESUME=False``), step checkpoints, and the curriculum's decision after each stage.
+"""A run on disk: where its files live (:class:`RunPaths`), ``curriculum_state.json``
+(written atomically, with the fingerprint of the settings that wrote it), resume and its
+checks, moving a previous run aside (``RESUME=False``), step checkpoints.
+
+The state itself lives in memory from :func:`start_run` to the end of the run; it is
+written (atomically) after every stage and at the end, and read only to resume.
 """
 
 from __future__ import annotations
@@ -11,11 +14,62 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lifestack.training.distributed import barrier, is_main_process, log
+from lifestack.training.generation_log import FILE_NAME as GENERATIONS_FILE
 from lifestack.training.rewards import REWARD_NAMES
+
+STATE_FILE = "curriculum_state.json"
+HISTORY_FILE = "train_history.jsonl"
+EVAL_EPISODES_FILE = "eval_episodes.jsonl"
+RUN_LOGS = (GENERATIONS_FILE, HISTORY_FILE, EVAL_EPISODES_FILE)
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Where a run keeps its files (OUTPUT_DIR and LOG_DIR): the one place their names are spelled."""
+
+    out: Path
+    logs: Path
+
+    @classmethod
+    def of(cls, cfg: dict[str, Any]) -> "RunPaths":
+        return cls(Path(cfg["OUTPUT_DIR"]), Path(cfg["LOG_DIR"]))
+
+    @property
+    def state(self) -> Path:
+        return self.out / STATE_FILE
+
+    def stage(self, n: int) -> Path:
+        """The model after stage ``n`` (``stage_0``: after the warm start, GRPO's start)."""
+        return self.out / f"stage_{n}"
+
+    def checkpoints(self, n: int) -> Path:
+        """Stage ``n``'s step checkpoints (deleted once the stage is saved)."""
+        return self.stage(n) / "checkpoints"
+
+    @property
+    def merged(self) -> Path:
+        return self.out / "merged"
+
+    @property
+    def generations(self) -> Path:
+        return self.logs / GENERATIONS_FILE
+
+    @property
+    def train_history(self) -> Path:
+        return self.logs / HISTORY_FILE
+
+    @property
+    def eval_episodes(self) -> Path:
+        return self.logs / EVAL_EPISODES_FILE
+
+    def tensorboard(self, n: int) -> Path:
+        """TensorBoard's folder for stage ``n``: outside the step checkpoints, which are deleted."""
+        return self.logs / "tensorboard" / f"stage_{n}"
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -103,9 +157,6 @@ def load_curriculum_state(path: Path, cfg: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-RUN_LOGS = ("generations.jsonl", "train_history.jsonl", "eval_episodes.jsonl")
-
-
 def archive_previous_run(out: Path, log_dir: Path, stamp: str | None = None) -> Path | None:
     """Move a previous run out of the way of a fresh one (``RESUME=False``).
 
@@ -116,7 +167,7 @@ def archive_previous_run(out: Path, log_dir: Path, stamp: str | None = None) -> 
     ``None`` when there was nothing to move.
     """
     names: list[str] = []
-    state_path = out / "curriculum_state.json"
+    state_path = RunPaths(out, log_dir).state
     if state_path.is_file():
         names.append(state_path.name)
         try:
@@ -151,10 +202,10 @@ def start_run(cfg: dict[str, Any]) -> dict[str, Any]:
     fresh run followed by a plain rerun can never continue the old run. Writing the state
     now (with the settings fingerprint) also lets a resume inside stage 1 check them.
     """
-    out = Path(cfg["OUTPUT_DIR"])
-    state_path = out / "curriculum_state.json"
+    paths = RunPaths.of(cfg)
+    state_path = paths.state
     if is_main_process() and not cfg["RESUME"]:
-        moved = archive_previous_run(out, Path(cfg["LOG_DIR"]))
+        moved = archive_previous_run(paths.out, paths.logs)
         if moved is not None:
             log(f"[setup] RESUME=False: the previous run (state, stage directories, final model, logs) moved to {moved}")
     barrier()
@@ -171,39 +222,3 @@ def last_checkpoint(directory: Path) -> str | None:
     ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
                    key=lambda p: int(p.name.split("-")[-1]))
     return str(ckpts[-1]) if ckpts else None
-
-
-def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, cfg: dict[str, Any]) -> tuple[str, int, str]:
-    """The curriculum's decision after a stage: ``(move, next difficulty, reason)``, move one
-    of ``advance``, ``retreat``, ``stay``.
-
-    Advance when the held-out mean task reward is above ADVANCE_THRESHOLD (below 5).
-    Retreat one difficulty (above 1) when it is below RETREAT_THRESHOLD for the second
-    stage running at this difficulty: the first stage after a rise often dips. Likewise
-    the first stage after a retreat never advances. That, and the band between the two
-    thresholds, is the hysteresis that keeps the difficulty from oscillating.
-    ``stages``: the decisions of the stages before this one, in order.
-    """
-    high, low = cfg["ADVANCE_THRESHOLD"], cfg["RETREAT_THRESHOLD"]
-    before = stages[-1] if stages else None
-    if mean > high:
-        if before is not None and before.get("move") == "retreat":
-            return "stay", difficulty, f"{mean:+.3f} > {high:g}, first stage since the retreat"
-        if difficulty < 5:
-            return "advance", difficulty + 1, f"{mean:+.3f} > {high:g}"
-        return "stay", difficulty, f"{mean:+.3f} > {high:g} at the top difficulty"
-    if mean < low:
-        again = before is not None and before.get("difficulty") == difficulty and before.get("mean_task_reward", 1.0) < low
-        if again and difficulty > 1:
-            return "retreat", difficulty - 1, f"{mean:+.3f} < {low:g} for two stages at difficulty {difficulty}"
-        if difficulty > 1:
-            return "stay", difficulty, f"{mean:+.3f} < {low:g}, first stage below it here"
-        return "stay", difficulty, f"{mean:+.3f} < {low:g} at the lowest difficulty"
-    return "stay", difficulty, f"{low:g} <= {mean:+.3f} <= {high:g}"
-
-
-def mean_or_none(xs: Sequence[Any]) -> float | None:
-    """The mean of the numbers in ``xs`` rounded to 4 places (None when there are none):
-    a stage's mean of a per-step metric TRL may leave out."""
-    vals = [float(x) for x in xs if isinstance(x, (int, float))]
-    return round(sum(vals) / len(vals), 4) if vals else None

@@ -11,6 +11,7 @@ from lifestack.episodes import Episode, play
 from lifestack.policies import DEMONSTRATORS
 from lifestack.prompts import build_prompt
 from lifestack.scenarios import sample_scenario
+from lifestack.training import seeds
 from lifestack.training.distributed import is_main_process, log
 from lifestack.training.generation import training_mode
 
@@ -34,12 +35,12 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     if steps <= 0:
         return []
     demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
-    rng = random.Random(cfg["SEED"] + 777)
+    rng = random.Random(cfg["SEED"] + seeds.WARM_START_BATCHES)
     env = LifeStackEnv()
     pairs = []
     for i in range(first_demo, first_demo + max(64, steps * batch_size // 4)):
-        sc = sample_scenario(cfg["SEED"] + 5_000_000 + i, 1 + i % 5)
-        demo_rng = random.Random(cfg["SEED"] + 6_000_000 + i)  # Random(seed + index), as every generated item
+        sc = sample_scenario(cfg["SEED"] + seeds.WARM_START_SCENARIOS + i, 1 + i % 5)
+        demo_rng = random.Random(cfg["SEED"] + seeds.WARM_START_DEMONSTRATIONS + i)  # Random(seed + index), as every generated item
         if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
             ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: demonstrator(e.env, demo_rng))
             pairs += [(ep.messages[:2 + 2 * k], t.completion) for k, t in enumerate(ep.turns)]

@@ -14,6 +14,7 @@ from lifestack.evaluation import parse_completion
 from lifestack.hacks import SIGNATURES, battery as hack_battery
 from lifestack.prompts import build_prompt, prompt_text, strip_metadata
 from lifestack.scenarios import Scenario, sample_scenario
+from lifestack.training import seeds
 from lifestack.training.context import RunContext
 from lifestack.training.rewards import EVALUATOR, weighted_reward
 
@@ -74,7 +75,7 @@ def integrity_watch(cfg: dict[str, Any], stage: int, difficulty: int, previous: 
     """
     margins: dict[str, list[float]] = {}
     for i in range(cfg["INTEGRITY_PROMPTS"]):
-        sc = sample_scenario(cfg["SEED"] + 8_000_000 + 1000 * difficulty + i, difficulty)
+        sc = sample_scenario(seeds.integrity_scenario(cfg["SEED"], difficulty, i), difficulty)
         scored = score_battery(sc, cfg["REWARD_WEIGHTS"], run)
         for name, (total, _) in scored.items():
             if name != "honest":

@@ -1,0 +1,84 @@
+"""The curriculum around GRPO's stages: the decision after each stage (advance, stay,
+retreat), the stage's record in ``curriculum_state.json``, its log line, and the
+trainer's per-step history (``train_history.jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+
+def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, advance_threshold: float,
+                    retreat_threshold: float) -> tuple[str, int, str]:
+    """The curriculum's decision after a stage: ``(move, next difficulty, reason)``, move one
+    of ``advance``, ``retreat``, ``stay``.
+
+    Advance when the held-out mean task reward is above ``advance_threshold``
+    (ADVANCE_THRESHOLD; below difficulty 5). Retreat one difficulty (above 1) when it is
+    below ``retreat_threshold`` (RETREAT_THRESHOLD) for the second
+    stage running at this difficulty: the first stage after a rise often dips. Likewise
+    the first stage after a retreat never advances. That, and the band between the two
+    thresholds, is the hysteresis that keeps the difficulty from oscillating.
+    ``stages``: the decisions of the stages before this one, in order.
+    """
+    high, low = advance_threshold, retreat_threshold
+    before = stages[-1] if stages else None
+    if mean > high:
+        if before is not None and before.get("move") == "retreat":
+            return "stay", difficulty, f"{mean:+.3f} > {high:g}, first stage since the retreat"
+        if difficulty < 5:
+            return "advance", difficulty + 1, f"{mean:+.3f} > {high:g}"
+        return "stay", difficulty, f"{mean:+.3f} > {high:g} at the top difficulty"
+    if mean < low:
+        again = before is not None and before.get("difficulty") == difficulty and before.get("mean_task_reward", 1.0) < low
+        if again and difficulty > 1:
+            return "retreat", difficulty - 1, f"{mean:+.3f} < {low:g} for two stages at difficulty {difficulty}"
+        if difficulty > 1:
+            return "stay", difficulty, f"{mean:+.3f} < {low:g}, first stage below it here"
+        return "stay", difficulty, f"{mean:+.3f} < {low:g} at the lowest difficulty"
+    return "stay", difficulty, f"{low:g} <= {mean:+.3f} <= {high:g}"
+
+
+def mean_or_none(xs: Sequence[Any]) -> float | None:
+    """The mean of the numbers in ``xs`` rounded to 4 places (None when there are none):
+    a stage's mean of a per-step metric TRL may leave out."""
+    vals = [float(x) for x in xs if isinstance(x, (int, float))]
+    return round(sum(vals) / len(vals), 4) if vals else None
+
+
+def stage_record(stage: int, difficulty: int, result: dict[str, Any], decision: tuple[str, int, str],
+                 history: Sequence[dict], steps: int, train_seconds: float, reward_seconds: float) -> dict[str, Any]:
+    """What ``curriculum_state.json`` keeps of a stage: the held-out result
+    (:func:`lifestack.training.evaluation.evaluate_policy`), the decision
+    (:func:`curriculum_step`), and what training cost."""
+    move, next_difficulty, reason = decision
+    return {
+        "stage": stage, "difficulty": difficulty, "mean_task_reward": round(result["mean_task_reward"], 4),
+        "reward_means": {k: round(v, 4) for k, v in result["reward_means"].items()},
+        "valid_json_rate": round(result["valid_json_rate"], 4), "advance": move == "advance",
+        "move": move, "reason": reason, "next_difficulty": next_difficulty,
+        "train_seconds": round(train_seconds, 2), "reward_seconds": round(reward_seconds, 3),
+        "frac_reward_zero_std": mean_or_none([h.get("frac_reward_zero_std") for h in history]),
+        "steps": steps,
+    }
+
+
+def stage_line(record: dict[str, Any], advance_threshold: float) -> str:
+    """The stage's one log line: held-out reward against the threshold, valid JSON, each
+    reward's mean, the reward code's share of training time, and the decision."""
+    means = " ".join(f"{k.removeprefix('reward_').removesuffix('_fn')}={v:+.3f}" for k, v in record["reward_means"].items())
+    train_seconds, reward_seconds = record["train_seconds"], record["reward_seconds"]
+    return (f"[stage {record['stage']}] difficulty {record['difficulty']} | held-out task reward "
+            f"{record['mean_task_reward']:+.3f} (threshold {advance_threshold}) | valid JSON {record['valid_json_rate']:.0%} | "
+            f"{means} | reward code {reward_seconds / max(train_seconds, 1e-9):.1%} of {train_seconds:.1f}s | "
+            f"{record['move'].upper()} to {record['next_difficulty']} ({record['reason']})")
+
+
+def append_history(path: Path, stage: int, difficulty: int, history: Sequence[dict]) -> None:
+    """Append a stage's per-step TRL log (its entries with a reward) to ``train_history.jsonl``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        for h in history:
+            fh.write(json.dumps({"stage": stage, "difficulty": difficulty, **h}) + "\n")
