@@ -206,3 +206,28 @@ def test_a_models_answer_streams_and_ends_as_greedy_generation(tiny_model_dir, s
     with pytest.raises(ValueError):
         D.model_messages(ep, "sideways")
 
+
+def test_the_space_runs_the_demo_with_the_tested_versions():
+    space = ROOT / "space"
+    readme = (space / "README.md").read_text(encoding="utf-8")
+    head = readme.split("---")[1]
+    meta = dict(line.split(":", 1) for line in head.strip().splitlines() if ":" in line)
+    meta = {k.strip(): v.strip().strip('"') for k, v in meta.items()}
+    assert meta["sdk"] == "gradio" and (space / meta["app_file"]).is_file()
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    gradio_pin = re.search(r'demo = \[[^\]]*"gradio==([0-9.]+)"', pyproject).group(1)
+    assert meta["sdk_version"] == gradio_pin
+    pins = {re.split(r"[=<>]", line)[0]: line for line in (ROOT / "requirements.txt").read_text().splitlines()
+            if line and not line.startswith("#")}
+    for line in (space / "requirements.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name = re.split(r"[=<>]", line)[0]
+            assert pins.get(name, line) == line, f"space/requirements.txt pins {line}, requirements.txt {pins[name]}"
+    sys.path.insert(0, str(space))
+    try:
+        import app as space_app
+    finally:
+        sys.path.remove(str(space))
+    assert space_app.arguments({}) == ["--policy", "heuristic", "--host", "0.0.0.0", "--port", "7860"]
+    assert space_app.arguments({"LIFESTACK_MODEL": "me/model", "GRADIO_SERVER_PORT": "9000"}) == \
+        ["--model", "me/model", "--host", "0.0.0.0", "--port", "9000"]
