@@ -228,5 +228,5 @@ def save_screenshot(drv, path: Path) -> None:
     drv.set_window_size(1400, min(int(height) + 40, 2600))
     image = Image.open(io.BytesIO(drv.get_screenshot_as_png())).convert("RGB")
     path.parent.mkdir(parents=True, exist_ok=True)
-    image.quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
+    image.quantize(colors=256, method=Image.Quantize.MEDIANCUT).save(path, optimize=True)
     drv.set_window_size(1400, 1000)

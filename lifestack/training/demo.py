@@ -435,7 +435,7 @@ def situation_html(s: Situation) -> str:
         for r in s.routes)
     events = "".join(f"<li>{_e(e)}</li>" for e in s.events) or "<li class='ls-dim'>none yet</li>"
     return (f"<div class='ls-situation'><div class='ls-step'>step {s.step} of {s.horizon}</div>"
-            f"<div class='ls-cols'><div><div class='ls-label'>under pressure (0-100)</div>"
+            f"<div class='ls-cols'><div><div class='ls-label'>under pressure (0-100; the bar: how healthy)</div>"
             f"<table class='ls-metrics'>{rows}</table></div>"
             f"<div><div class='ls-label'>budget left</div><div class='ls-budget'>{_e(_budget(s.budget))}"
             f" <span class='ls-dim'>of {_e(_budget(s.start_budget))}</span></div>"
@@ -543,9 +543,10 @@ CSS = """
 .ls-dim { color: #778; font-size: 0.9em; }
 .ls-cols, .ls-scores { display: flex; gap: 16px; flex-wrap: wrap; }
 .ls-cols > div, .ls-scores > div { flex: 1 1 220px; }
-.ls-metrics td, .ls-parts td, .ls-grpo td, .ls-grpo th { padding: 1px 6px !important; font-size: 0.9em;
-  border: 0 !important; border-bottom: 1px solid #eceef2 !important; }
-.ls-metrics, .ls-parts, .ls-grpo { border: 0 !important; margin: 2px 0; }
+.ls-turn table, .ls-turn tbody, .ls-turn tr, .ls-situation table, .ls-situation tbody, .ls-situation tr {
+  border: none !important; border-collapse: collapse; margin: 2px 0; }
+.ls-turn td, .ls-turn th, .ls-situation td { padding: 1px 6px !important; font-size: 0.9em; white-space: nowrap; border: none !important;
+  border-bottom: 1px solid #eceef2 !important; }
 .ls-num { text-align: right; font-variant-numeric: tabular-nums; }
 .ls-bar { width: 80px; } .ls-bar span { display: block; height: 8px; background: #e07a5f; border-radius: 4px; }
 pre.ls-action, pre.ls-prompt { white-space: pre-wrap; word-break: break-word; font-size: 0.85em;

@@ -203,12 +203,11 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                 text = D.card_tables(card.read_text(encoding="utf-8")) if card.is_file() else ""
                 gr.Markdown(f"`{Path(run_dir).name}`: " + ("its model card's tables" if text else "no model card yet"),
                             elem_id="ls-run-title")
-                plots = D.run_plots(run_dir)
-                if plots:
-                    from PIL import Image
+                from PIL import Image
 
-                    gr.Gallery([(Image.open(p).convert("RGB"), p.name) for p in plots], label="plots", columns=2,
-                               height="auto", elem_id="ls-run-plots")
+                for plot in D.run_plots(run_dir):  # whole, one under the other (they are wide)
+                    gr.Image(Image.open(plot).convert("RGB"), type="pil", format="png", label=plot.name,
+                             interactive=False, buttons=["download", "fullscreen"], elem_classes="ls-run-plot")
                 if text:
                     gr.Markdown(text, elem_id="ls-run-card")
     return app
