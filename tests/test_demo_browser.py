@@ -4,7 +4,8 @@ with headless Chromium (Selenium, with the system's chromium and chromedriver).
 The turns, answers and rewards the page shows for a seeded heuristic episode must be those
 of the same episode played in-process with the package; a malformed action must show the
 parser's message. Without Chromium (or the ``demo``/``browser`` extras) these tests skip,
-except under CI (``CI`` set, as ``.ci/run`` sets it), where that is a failure.
+except under CI (``CI`` set, or ``LIFESTACK_BROWSER_TESTS=required`` as ``.ci/run`` sets
+it), where that is a failure.
 
 ``LIFESTACK_DEMO_SCREENSHOT=docs/img/demo.png`` also writes the page's screenshot there
 (the one README shows).
@@ -33,14 +34,16 @@ pytestmark = [pytest.mark.filterwarnings("ignore:'future.no_silent_downcasting' 
               pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+def required() -> bool:
+    """Under CI the browser tests must run: a missing browser fails them."""
+    ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    return ci or os.environ.get("LIFESTACK_BROWSER_TESTS", "").strip().lower() == "required"
 
 
 def unavailable(reason: str):
     """Skip, or fail under CI: there the browser tests must run."""
-    if in_ci():
-        pytest.fail(f"{reason} (CI is set: the browser tests must run; .ci/run installs what they need)")
+    if required():
+        pytest.fail(f"{reason} (under CI the browser tests must run; .ci/run installs what they need)")
     pytest.skip(reason)
 
 
@@ -209,13 +212,17 @@ def test_a_malformed_action_shows_the_parsers_message_and_a_good_one_plays(page)
 
 
 def test_a_missing_browser_skips_locally_and_fails_under_ci(monkeypatch):
+    monkeypatch.delenv("LIFESTACK_BROWSER_TESTS", raising=False)
     monkeypatch.setenv("CI", "true")
-    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+    with pytest.raises(pytest.fail.Exception, match="under CI the browser tests must run"):
         unavailable("no Chromium")
     for value in ("", "false", "0"):
         monkeypatch.setenv("CI", value)
         with pytest.raises(pytest.skip.Exception, match="no Chromium"):
             unavailable("no Chromium")
+    monkeypatch.setenv("LIFESTACK_BROWSER_TESTS", "required")  # what .ci/run sets
+    with pytest.raises(pytest.fail.Exception, match="under CI"):
+        unavailable("no Chromium")
 
 
 def save_screenshot(drv, path: Path) -> None:
