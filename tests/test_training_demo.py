@@ -191,7 +191,7 @@ def test_the_demo_scores_with_the_training_scripts_rewards():
 
 def test_a_models_answer_streams_and_ends_as_greedy_generation(tiny_model_dir, scorer):
     from evaluate import load
-    from lifestack.training.evaluation import generate_completions
+    from lifestack.training.generation import generate_completions
 
     model, tok = load(str(tiny_model_dir), device="cpu")
     ep = D.new_episode("code_merge_crisis", 2, 5)

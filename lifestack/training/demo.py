@@ -253,28 +253,33 @@ def play_policy(name: str, family: str, difficulty: int, seed: int, scorer: Scor
 def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_tokens: int) -> Iterator[tuple[str, bool]]:
     """A greedy answer of ``model`` to ``messages``, as ``(text so far, finished)`` while it
     generates; the last item holds the whole answer (the generated tokens decoded as
-    ``lifestack.training.evaluation.generate_completions`` decodes them). Padding is on the
-    left, asked for explicitly, whatever the tokenizer's own setting."""
+    ``lifestack.training.generation.generate_completions`` decodes them). Padded on the
+    left by ``lifestack.rollout.left_padded`` and generated in generation mode
+    (``lifestack.training.generation.generation_mode``), as every generate call is."""
     import torch
     from transformers import TextIteratorStreamer
 
+    from lifestack.rollout import left_padded
+    from lifestack.training.generation import generation_mode
+
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    device = next(model.parameters()).device
-    enc = tokenizer([text], return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False).to(device)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids, attention_mask = left_padded([tokenizer(text, add_special_tokens=False)["input_ids"]], pad,
+                                            next(model.parameters()).device)
     streamer = TextIteratorStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True)
     result: dict[str, Any] = {}
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def generate() -> None:
         try:
             with torch.no_grad():
-                result["ids"] = model.generate(**enc, max_new_tokens=max_new_tokens, do_sample=False, streamer=streamer,
-                                               pad_token_id=pad, eos_token_id=tokenizer.eos_token_id)
+                result["ids"] = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
+                                               do_sample=False, streamer=streamer, pad_token_id=pad,
+                                               eos_token_id=tokenizer.eos_token_id)
         except BaseException as exc:  # reported below, in the caller's thread
             result["error"] = exc
             streamer.end()
 
-    model.eval()
+    generation_mode(model)  # the page only generates: the model stays in generation mode
     worker = threading.Thread(target=generate, name="demo-generate", daemon=True)
     worker.start()
     so_far = ""
@@ -284,7 +289,7 @@ def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_
     worker.join()
     if "error" in result:
         raise result["error"]
-    new = result["ids"][0, enc["input_ids"].shape[1]:]
+    new = result["ids"][0, input_ids.shape[1]:]
     yield tokenizer.decode(new, skip_special_tokens=True), True
 
 
