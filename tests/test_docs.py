@@ -276,6 +276,13 @@ def test_conflict_table_is_the_packaged_templates():
     assert [(e.id, e.difficulty, e.title) for e in load_templates()] == [(i, int(d), t) for i, d, t in rows]
 
 
+def test_edge_table_is_the_dependency_graph():
+    from lifestack.graph import EDGES
+
+    rows = re.findall(r"^\| `([\w.]+)` \| `([\w.]+)` \| ([+-]\d\.\d\d) \|$", text(ROOT / "docs" / "lifestack.md"), re.M)
+    assert [(s, t, round(w, 2)) for s, t, w in EDGES] == [(s, t, float(w)) for s, t, w in rows]
+
+
 def test_named_constants_in_the_docs_have_the_codes_values():
     """Every backticked `NAME = value` the docs state for a constant of lifestack (or a
     trainer constant, as default or CPU-profile value) is that constant's value."""
