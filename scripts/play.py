@@ -29,8 +29,9 @@ for p in (ROOT, ROOT / "scripts"):
 from lifestack.actions import parse_action  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.policies import HONEST  # noqa: E402
-from lifestack.prompts import ANSWER_SCHEMA, build_prompt, strip_metadata  # noqa: E402
+from lifestack.prompts import ANSWER_SCHEMA, strip_metadata  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
+from lifestack.training import model_eval as M  # noqa: E402
 
 FAMILIES = ("flight_crisis", "code_merge_crisis")
 RULE = "-" * 78
@@ -74,42 +75,46 @@ def model_answer(model, tokenizer, max_new_tokens: int) -> Callable[[LifeStackEn
 
 def play(answer: Callable[[LifeStackEnv, list], str | None], seed: int, difficulty: int, family: str,
          out: TextIO | None = None) -> dict:
-    """One episode to its end (or until the player quits); returns its outcome and rewards."""
+    """One episode to its end (or until the player quits), played through the episode engine
+    the final evaluation and evaluate.py use (``model_eval.play_episodes``, horizon 1: a
+    fresh prompt of the current state each turn, at most the task's horizon of turns, since
+    a rejected answer changes nothing, not even the step counter); returns its outcome and
+    rewards."""
     out = out or sys.stdout
     sc = sample_scenario(seed, difficulty, family)
-    env = LifeStackEnv()
-    env.restore(sc.task, sc.state)
-    rewards = []
-    # as the trainer's final evaluation: at most the task's horizon of turns (a rejected
-    # answer changes nothing, not even the step counter, so the task alone might never end)
-    while not env.state.done and len(rewards) < env.task.horizon:
-        messages = build_prompt(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed)
-        print(f"{RULE}\nturn {len(rewards) + 1} of at most {env.task.horizon} (the task's step {env.state.step + 1})"
-              f"\n{RULE}", file=out)
+
+    def ask(live: list) -> list[str | None]:
+        ep = live[0]
+        messages = ep.messages_now()
+        print(f"{RULE}\nturn {len(ep.played.rewards) + 1} of at most {ep.env.task.horizon} (the task's step "
+              f"{ep.env.state.step + 1})\n{RULE}", file=out)
         print(strip_metadata(messages[1]["content"]).strip(), file=out)
-        text = answer(env, messages)
+        text = answer(ep.env, messages)
         if text is None:
             print("(stopped)", file=out)
-            break
+        return [text]
+
+    def show(ep, text: str, obs) -> None:
         print(f"\n>>> answer:\n{text.strip()}\n", file=out)
-        obs = env.step(text)
-        rewards.append(obs.reward)
         b = obs.metadata["breakdown"]
         for note in obs.metadata.get("info", []):
             print(f"  * {note}", file=out)
         if "error" in b:
             print(f"  (the answer did not parse: {b['error']})", file=out)
-        res = env.state.resources
+        res = ep.env.state.resources
         print(f"step reward {obs.reward:+.3f} (parts: {parts(b)}); left: {res['time']:.1f} h, ${res['money']:.0f}, "
               f"energy {res['energy']:.0f}", file=out)
+
+    played = M.play_episodes(ask, [sc], horizon=1, regret=False, on_turn=show)[0]
+    rewards = played.rewards
     mean = (sum(rewards) / len(rewards)) if rewards else 0.0
-    if env.state.done:
-        print(f"{RULE}\nepisode over: {env.state.outcome} after {len(rewards)} turns; mean step reward {mean:+.3f}",
+    if played.outcome != "running":
+        print(f"{RULE}\nepisode over: {played.outcome} after {len(rewards)} turns; mean step reward {mean:+.3f}",
               file=out)
     else:  # the turn cap, or the player stopped: a rejected answer does not move the task on
         print(f"{RULE}\nepisode over: stopped after {len(rewards)} turns with the task still running; mean step "
               f"reward {mean:+.3f}", file=out)
-    return {"outcome": env.state.outcome, "rewards": rewards}
+    return {"outcome": played.outcome, "rewards": rewards}
 
 
 def main(argv: list[str] | None = None) -> int:

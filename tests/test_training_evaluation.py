@@ -1,6 +1,7 @@
-"""Tests for lifestack/training/evaluation.py that need no model: the fresh-prompt loop
-(HORIZON = 1) the final evaluation and the reference policies share, and the reference
-policies' rows. The model's side of the evaluation is tested in test_train_model.py."""
+"""Tests for lifestack/training/evaluation.py that need no model: the final evaluation's
+starts played through the one episode engine (``model_eval.play_episodes``) that the
+model, the reference policies, evaluate.py and play.py share, and the reference policies'
+rows. The model's side of the evaluation is tested in test_train_model.py."""
 
 from __future__ import annotations
 
@@ -8,61 +9,67 @@ import random
 
 import pytest
 
+from lifestack.env import LifeStackEnv
 from lifestack.policies import HONEST
 from lifestack.training.context import RunContext
-from lifestack.training.evaluation import evaluation_starts, play_fresh_prompts, reference_episodes
+from lifestack.training.evaluation import evaluation_starts, reference_episodes
+from lifestack.training.model_eval import play_episodes
 
 GARBAGE = "not an action"
 
 
-def test_the_loop_asks_only_for_live_envs_and_stops_at_each_task_horizon():
+def test_the_engine_asks_only_for_live_episodes_and_stops_at_each_task_horizon():
     starts = evaluation_starts(10, seed=3)
-    envs = [env for _sc, env in starts]
     asked: list[list[int]] = []
 
     def answer(live):
-        asked.append(list(live))
+        asked.append([ep.played.start for ep in live])
         return [GARBAGE] * len(live)  # a rejected answer never ends a task: only the horizon stops it
 
-    played = play_fresh_prompts(envs, answer)
-    for env, steps in zip(envs, played):
-        assert len(steps) == env.task.horizon
-        assert all("error" in obs.metadata["breakdown"] for obs in steps)
-    assert len(asked) == max(env.task.horizon for env in envs)
+    played = play_episodes(answer, starts, horizon=1, regret=False)
+    for sc, p in zip(starts, played):
+        assert len(p.rewards) == sc.task.horizon and p.route_statuses == ["invalid"] * sc.task.horizon
+        assert p.regret == []  # regret=False scores no oracle
+    assert len(asked) == max(sc.task.horizon for sc in starts)
     for r, live in enumerate(asked):
-        assert live == [i for i, env in enumerate(envs) if env.task.horizon > r]
+        assert live == [i for i, sc in enumerate(starts) if sc.task.horizon > r]
 
 
-def test_the_loop_leaves_an_env_once_its_task_is_done():
+def test_the_engine_leaves_an_episode_once_its_task_is_done():
     starts = evaluation_starts(10, seed=11)
-    envs = [env for _sc, env in starts]
-    rngs = [random.Random(i) for i in range(len(envs))]
-    played = play_fresh_prompts(envs, lambda live: [HONEST["oracle"](envs[i], rngs[i]) for i in live])
-    assert any(env.state.done for env in envs)
-    for env, steps in zip(envs, played):
-        assert 1 <= len(steps) <= env.task.horizon
-        assert all(not obs.done for obs in steps[:-1])  # nothing stepped after the task ended
-        if len(steps) < env.task.horizon:
-            assert env.state.done
+    rngs = [random.Random(i) for i in range(len(starts))]
+    steps: dict[int, list] = {}
+    played = play_episodes(lambda live: [HONEST["oracle"](ep.env, rngs[ep.played.start]) for ep in live], starts, 1,
+                           regret=False, on_turn=lambda ep, text, obs: steps.setdefault(ep.played.start, []).append(obs))
+    assert any(p.outcome != "running" for p in played)
+    for i, (sc, p) in enumerate(zip(starts, played)):
+        assert 1 <= len(p.rewards) == len(steps[i]) <= sc.task.horizon
+        assert all(not obs.done for obs in steps[i][:-1])  # nothing stepped after the task ended
+        if len(p.rewards) < sc.task.horizon:
+            assert steps[i][-1].done
 
 
-def test_the_loop_matches_playing_each_episode_alone():
+def test_the_engine_matches_playing_each_episode_alone():
     """Batching rounds across episodes changes nothing: each env and its rng are its own."""
     n, seed = 12, 40
-    batched_envs = [env for _sc, env in evaluation_starts(n, seed)]
+    starts = evaluation_starts(n, seed)
     rngs = [random.Random(seed + i) for i in range(n)]
     policy = HONEST["heuristic"]
-    batched = play_fresh_prompts(batched_envs, lambda live: [policy(batched_envs[i], rngs[i]) for i in live])
-    for i, (_sc, env) in enumerate(evaluation_starts(n, seed)):
+    batched = play_episodes(lambda live: [policy(ep.env, rngs[ep.played.start]) for ep in live], starts, 1, regret=False)
+    for i, sc in enumerate(evaluation_starts(n, seed)):
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)  # the crisis itself, as the starts are
         rng, rewards = random.Random(seed + i), []
         while not env.state.done and len(rewards) < env.task.horizon:
             rewards.append(env.step(policy(env, rng)).reward)
-        assert rewards == [obs.reward for obs in batched[i]]
-        assert env.state.outcome == batched_envs[i].state.outcome
+        assert rewards == batched[i].rewards
+        assert env.state.outcome == batched[i].outcome
 
 
-def test_an_empty_list_plays_nothing():
-    assert play_fresh_prompts([], lambda live: pytest.fail("asked for no env")) == []
+def test_an_empty_list_plays_nothing_and_a_none_answer_stops_an_episode():
+    assert play_episodes(lambda live: pytest.fail("asked for no episode"), [], 1) == []
+    played = play_episodes(lambda live: [None] * len(live), evaluation_starts(3, 5), 1, regret=False)
+    assert all(p.rewards == [] and p.outcome == "running" for p in played)
 
 
 def run_context(horizon: int) -> RunContext:
@@ -81,6 +88,6 @@ def test_reference_rows_are_seeded_and_the_oracle_beats_random(horizon):
     again = reference_episodes(cfg, 20, 7, run_context(horizon))
     assert first == again
     assert set(first) == {"random", "heuristic", "oracle"}
-    assert [r["difficulty"] for r in first["oracle"]] == [sc.difficulty for sc, _env in evaluation_starts(20, 7)]
+    assert [r["difficulty"] for r in first["oracle"]] == [sc.difficulty for sc in evaluation_starts(20, 7)]
     mean = {name: sum(r["reward"] for r in rows) / len(rows) for name, rows in first.items()}
     assert mean["oracle"] > mean["random"]

@@ -6,9 +6,9 @@ GRPO's start, with its plots and ``eval_episodes.jsonl``). Every completion come
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from lifestack.actions import parse_action
@@ -21,6 +21,7 @@ from lifestack.training import seeds
 from lifestack.training.context import RunContext
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
+from lifestack.training.model_eval import Played, model_player, play_episodes
 from lifestack.training.models import unwrap, load_model
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
 from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
@@ -124,84 +125,51 @@ def episode_factory(cfg: dict[str, Any]) -> Callable[[Any, int], Any]:
 
 
 def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> list[dict[str, Any]]:
-    """``n`` full episodes (difficulty rising 1 -> 5, domains alternating), batched per step.
+    """``n`` full episodes from :func:`evaluation_starts`, played by the model through the
+    one episode engine (``lifestack.training.model_eval.play_episodes``), batched per round.
 
-    HORIZON = 1: each step is a fresh single-decision prompt of the current state, for the
-    task's whole horizon; the reward is the mean step reward (each step's reward and what it
-    did to its route, ``route_status`` of the env's breakdown or "invalid", are kept per
-    row). HORIZON > 1: the closed-loop
-    conversation the policy was trained on, up to HORIZON turns; the reward is the
-    episode's task reward as training aggregates it (turn mean blended with the outcome).
+    HORIZON = 1: each decision answers a fresh single-decision prompt of the current state,
+    for the task's whole horizon; the reward is the mean step reward (each step's reward and
+    what it did to its route, ``route_status`` of the env's breakdown or "invalid", are kept
+    per row). HORIZON > 1: the closed-loop conversation the policy was trained on, up to
+    HORIZON turns; the reward is the episode's task reward as training aggregates it (turn
+    mean blended with the outcome).
     """
-    if cfg["HORIZON"] > 1:
-        return run_conversations(model, tokenizer, cfg, n, seed, run)
-    starts = evaluation_starts(n, seed)
-
-    def answer(live: list[int]) -> list[str]:
-        prompts = [build_prompt(env.task, sc.conflict, env.state, sc.difficulty, sc.seed)
-                   for sc, env in (starts[i] for i in live)]
-        return generate_completions(model, tokenizer, prompts, cfg["MAX_COMPLETION_LENGTH"])
-
-    played = play_fresh_prompts([env for _sc, env in starts], answer, progress=f"[eval] {n} episodes, step")
-    rows = []
-    for i, ((sc, env), steps) in enumerate(zip(starts, played)):
-        rewards = [obs.reward for obs in steps]
-        errors = ["error" in obs.metadata["breakdown"] for obs in steps]
-        rows.append({"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed,
-                     "reward": sum(rewards) / len(rewards), "steps": len(rewards), "outcome": env.state.outcome,
-                     "valid_json_rate": errors.count(False) / max(len(steps), 1),
-                     "turn_rewards": [round(r, 4) for r in rewards],
-                     "route_statuses": ["invalid" if bad else str(obs.metadata["breakdown"].get("route_status", "none"))
-                                        for obs, bad in zip(steps, errors)]})
-    return rows
-
-
-def play_fresh_prompts(envs: Sequence[LifeStackEnv], answer: Callable[[list[int]], list[str]],
-                       progress: str | None = None) -> list[list[Any]]:
-    """HORIZON = 1 play, the one loop the model and the reference policies share: each
-    round, every env not yet done and not past its task's horizon takes one decision;
-    ``answer(indices)`` returns the texts for those envs (a model answers a fresh prompt of
-    each current state, a policy reads the env). Returns each env's observations in order.
-    ``progress``: the label of a progress bar over rounds (rank 0), or none."""
     from tqdm.auto import tqdm
 
-    played: list[list[Any]] = [[] for _ in envs]
-    rounds = max((env.task.horizon for env in envs), default=0)
-    for _round in tqdm(range(rounds), desc=progress, unit="step", leave=False,
-                       disable=progress is None or not is_main_process()):
-        live = [i for i, env in enumerate(envs) if not env.state.done and len(played[i]) < env.task.horizon]
-        if not live:
-            break
-        for i, text in zip(live, answer(live)):
-            played[i].append(envs[i].step(text))
-    return played
+    player = model_player(model, tokenizer, cfg["MAX_COMPLETION_LENGTH"])
+    starts = evaluation_starts(n, seed)
+    with tqdm(desc=f"[eval] {n} episodes, decisions", unit="decision", leave=False,
+              disable=not is_main_process()) as bar:
+        played = play_episodes(player, starts, cfg["HORIZON"], progress=bar.update, regret=False)
+    return [episode_row(i, sc, p, run) for i, (sc, p) in enumerate(zip(starts, played))]
 
 
-def evaluation_starts(n: int, seed: int) -> list[tuple[Scenario, LifeStackEnv]]:
+def episode_row(i: int, sc: Scenario, p: Played, run: RunContext) -> dict[str, Any]:
+    """One line of ``eval_episodes.jsonl``: a played episode as the final evaluation reports it."""
+    row = {"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed}
+    if p.episode is None:  # HORIZON = 1
+        return {**row, "reward": sum(p.rewards) / len(p.rewards), "steps": len(p.rewards), "outcome": p.outcome,
+                "valid_json_rate": sum(s != "invalid" for s in p.route_statuses) / max(len(p.rewards), 1),
+                "turn_rewards": [round(r, 4) for r in p.rewards], "route_statuses": p.route_statuses}
+    ep = p.episode
+    valid = sum(t.action is not None for t in ep.turns)
+    return {**row, "reward": run.episode_vector(ep)[OUTCOME_REWARD], "steps": len(ep.turns),
+            "outcome": ep.env.state.outcome, "valid_json_rate": valid / len(ep.turns),
+            "turn_rewards": [round(t.reward, 4) for t in ep.turns], "outcome_score": ep.outcome()["score"]}
+
+
+def evaluation_starts(n: int, seed: int) -> list[Scenario]:
     """The final evaluation's ``n`` starts: difficulty rising 1 -> 5, task families
-    alternating, each env reset to the crisis itself (not the scenario's roll-forward)."""
+    alternating, each at the crisis itself (the state ``LifeStackEnv.reset`` builds, not
+    the scenario's roll-forward)."""
     starts = []
     for i in range(n):
         sc = sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2])
         env = LifeStackEnv()
         env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
-        starts.append((sc, env))
+        starts.append(dataclasses.replace(sc, state=env.state))
     return starts
-
-
-def run_conversations(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> list[dict[str, Any]]:
-    """run_episodes in episode mode: the same starts, played as closed-loop episodes."""
-    starts = [Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"])
-              for sc, env in evaluation_starts(n, seed)]
-    play_many(starts, lambda convs: generate_completions(model, tokenizer, convs, cfg["MAX_COMPLETION_LENGTH"]))
-    rows = []
-    for i, ep in enumerate(starts):
-        valid = sum(t.action is not None for t in ep.turns)
-        rows.append({"episode": i, "difficulty": ep.difficulty, "domain": ep.task.domain, "seed": ep.seed,
-                     "reward": run.episode_vector(ep)[OUTCOME_REWARD], "steps": len(ep.turns),
-                     "outcome": ep.env.state.outcome, "valid_json_rate": valid / len(ep.turns),
-                     "turn_rewards": [round(t.reward, 4) for t in ep.turns], "outcome_score": ep.outcome()["score"]})
-    return rows
 
 
 def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
@@ -264,32 +232,23 @@ REFERENCE_POLICIES = ("random", "heuristic", "oracle")  # lifestack.policies.HON
 
 
 def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> dict[str, list[dict[str, Any]]]:
-    """The reference policies on the final evaluation's starts, scored as ``run_episodes``
-    scores a model (HORIZON = 1: mean step reward; HORIZON > 1: the episode task reward
-    of a played conversation of up to HORIZON turns)."""
+    """The reference policies on the final evaluation's starts, played through the same
+    engine and scored as ``run_episodes`` scores a model (HORIZON = 1: mean step reward;
+    HORIZON > 1: the episode task reward of a played conversation of up to HORIZON turns).
+    Each episode draws from its own ``random.Random(seed + i)``, as a model's episodes are
+    independent."""
     import random
 
-    from lifestack.episodes import play
     from lifestack.policies import HONEST
 
     out = {}
     for name in REFERENCE_POLICIES:
         policy = HONEST[name]
         starts = evaluation_starts(n, seed)
-        rngs = [random.Random(seed + i) for i in range(n)]  # one per episode, as a model's episodes are independent
+        rngs = [random.Random(seed + i) for i in range(n)]
         with run.in_phase("reference"):
-            if cfg["HORIZON"] > 1:
-                rows = []
-                for (sc, env), rng in zip(starts, rngs):
-                    ep = play(Episode(sc.task, sc.conflict, env.state, sc.difficulty, sc.seed, cfg["HORIZON"]),
-                              lambda e, rng=rng: policy(e.env, rng))
-                    rows.append({"difficulty": sc.difficulty, "reward": run.episode_vector(ep)[OUTCOME_REWARD],
-                                 "outcome": ep.env.state.outcome})
-            else:
-                envs = [env for _sc, env in starts]
-                played = play_fresh_prompts(
-                    envs, lambda live, envs=envs, rngs=rngs: [policy(envs[i], rngs[i]) for i in live])
-                rows = [{"difficulty": sc.difficulty, "reward": sum(o.reward for o in steps) / max(len(steps), 1),
-                         "outcome": env.state.outcome} for (sc, env), steps in zip(starts, played)]
-        out[name] = rows
+            played = play_episodes(lambda live, policy=policy, rngs=rngs: [policy(ep.env, rngs[ep.played.start]) for ep in live],
+                                   starts, cfg["HORIZON"], regret=False)
+            out[name] = [{"difficulty": sc.difficulty, "reward": row["reward"], "outcome": row["outcome"]}
+                         for sc, row in ((sc, episode_row(i, sc, p, run)) for i, (sc, p) in enumerate(zip(starts, played)))]
     return out

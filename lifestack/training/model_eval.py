@@ -1,4 +1,7 @@
-"""Evaluating a policy on seeded closed-loop episodes, against the reference policies.
+"""The one engine that plays seeded episodes, and its statistics: the trainer's final
+evaluation and its reference policies (``lifestack.training.evaluation``),
+``scripts/evaluate.py``, ``scripts/play.py`` and the learning check all play through
+:func:`play_episodes`.
 
 A *player* answers a batch of live episodes with one text each: a model (greedy
 generation from each episode's current prompt) or a reference policy of
@@ -49,6 +52,8 @@ class Played:
     regret: list[float] = field(default_factory=list)
     outcome: str = "running"
     episode_reward: float = 0.0
+    route_statuses: list[str] = field(default_factory=list)  # per decision: the env's route_status, or "invalid"
+    episode: Any = None  # horizon > 1: the played lifestack.episodes.Episode
 
     def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("start", "difficulty", "seed", "rewards", "valid", "decision", "regret",
@@ -113,9 +118,12 @@ class _Live:
             self.env.restore(sc.task, sc.state)
         self.start_state = self.env.state.clone()
         self.rewards_so_far = self.played.rewards
+        self.stopped = False  # the player quit (an answer of None)
 
     @property
     def done(self) -> bool:
+        if self.stopped:
+            return True
         if self.episode is not None:
             return self.episode.done
         return self.env.state.done or len(self.played.rewards) >= self.env.task.horizon
@@ -131,37 +139,62 @@ class _Live:
             return self.episode.messages[-1]["content"]
         return prompt_text(self.messages_now())
 
-    def play(self, text: str, best: float) -> None:
+    def play(self, text: str, best: float | None) -> Any:
+        """One decision: scored as a single decision at the state it met (and against the
+        oracle's, when ``best`` is given), then stepped. Returns the step's observation
+        (horizon 1) or turn (horizon > 1)."""
         ptext = self.current_prompt_text()
         ev = EVALUATOR.evaluate(ptext, text)
         p = self.played
         p.decision.append(float(ev["reward"]))
-        p.regret.append(best - float(ev["reward"]))
+        if best is not None:
+            p.regret.append(best - float(ev["reward"]))
         p.valid.append(ev["action"] is not None)
         if self.episode is not None:
-            p.rewards.append(self.episode.step(text).reward)
+            step = self.episode.step(text)
+            breakdown = step.breakdown
         else:
-            p.rewards.append(self.env.step(text).reward)
+            step = self.env.step(text)
+            breakdown = step.metadata["breakdown"]
+        p.rewards.append(step.reward)
+        p.route_statuses.append("invalid" if "error" in breakdown else str(breakdown.get("route_status", "none")))
+        return step
 
     def finish(self) -> Played:
         p = self.played
         end = self.env.state
         p.outcome = end.outcome
-        p.episode_reward = episode_reward(p.rewards, episode_outcome(self.sc.task, self.start_state, end)["score"])
+        if p.rewards:  # a player who quit before the first decision played no episode: 0.0
+            p.episode_reward = episode_reward(p.rewards, episode_outcome(self.sc.task, self.start_state, end)["score"])
+        p.episode = self.episode
         return p
 
 
 def play_episodes(answer: Answer, starts: Sequence[Scenario], horizon: int = 1,
-                  progress: Callable[[int], None] | None = None) -> list[Played]:
-    """Play every start to its end with ``answer``, batched per round."""
+                  progress: Callable[[int], None] | None = None, regret: bool = True,
+                  on_turn: Callable[[Any, str, Any], None] | None = None) -> list[Played]:
+    """Play every start to its end with ``answer``, batched per round: each round every live
+    episode takes one decision. An answer of ``None`` stops that episode (a person quit).
+
+    Horizon 1: each decision answers a fresh prompt of the current state; a rejected
+    answer changes nothing, not even the step counter, so an episode stops after its
+    task's horizon of decisions. Horizon > 1: the conversation of episode mode, up to
+    ``horizon`` turns. ``regret``: also score the oracle's decision at every state met
+    (about 50 ms a state). ``on_turn(live, text, step)`` sees every decision as it is
+    played; ``progress(n)`` the number of decisions of each round."""
     live = [_Live(i, sc, horizon) for i, sc in enumerate(starts)]
     while True:
         batch = [ep for ep in live if not ep.done]
         if not batch:
             break
-        best = [_oracle_value(ep) for ep in batch]
+        best = [_oracle_value(ep) if regret else None for ep in batch]
         for ep, text, b in zip(batch, answer(batch), best):
-            ep.play(text, b)
+            if text is None:
+                ep.stopped = True
+                continue
+            step = ep.play(text, b)
+            if on_turn is not None:
+                on_turn(ep, text, step)
         if progress is not None:
             progress(len(batch))
     return [ep.finish() for ep in live]
