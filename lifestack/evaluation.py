@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from typing import Any
+from typing import Any, Callable
 
 from .actions import LifeStackAction, parse_action, with_notes
 from .env import EpisodeState, LifeStackEnv
@@ -100,10 +100,13 @@ class Evaluator:
         cache_put(self.prompts, text, result, self.prompt_cache_size)
         return result
 
-    def evaluate(self, ptext: str, ctext: str) -> dict[str, Any]:
+    def evaluate(self, ptext: str, ctext: str,
+                 on_fresh: Callable[[str, str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """``{"reward", "breakdown", "action"}`` (+ ``info``, ``situation`` for a parsed
         action), or the fallback (-0.5, ``breakdown["error"]``). Cached; may raise only
-        on a bug (the caller guards)."""
+        on a bug (the caller guards). ``on_fresh(ptext, ctext, result)`` is called once
+        per evaluation actually computed, never for a cached one (the trainer counts and
+        logs what its policy wrote through it)."""
         key = (ptext, ctext)
         hit = self.evaluations.get(key)
         if hit is not None:
@@ -131,6 +134,8 @@ class Evaluator:
                 result = {"reward": reward, "step_reward": step, "breakdown": breakdown, "action": action,
                           "info": obs.metadata["info"], "situation": meta["_situation"]}
         cache_put(self.evaluations, key, result, self.eval_cache_size)
+        if on_fresh is not None:
+            on_fresh(ptext, ctext, result)
         return result
 
     def clear(self) -> None:

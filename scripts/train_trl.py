@@ -51,7 +51,7 @@ from lifestack.training.evaluation import (  # noqa: E402
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.rewards import (  # noqa: E402
-    EVALUATOR, REWARD_NAMES, format_score, reward_function, valid_format_score,
+    EVALUATOR, REWARD_NAMES, component_reward, format_score, reward_function, valid_format_score,
 )
 from lifestack.training.run_state import RunPaths, last_checkpoint, start_run, write_json_atomic  # noqa: E402
 from lifestack.training.warm_start import warm_start  # noqa: E402
@@ -199,13 +199,8 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
     (prompt, completion): the six rewards of one answer cost one evaluation.
     """
     try:
-        ptext, ctext = prompt_text(prompt), completion_text(completion)
-        hit = EVALUATOR.evaluations.get((ptext, ctext))
-        if hit is not None:
-            return hit
-        result = EVALUATOR.evaluate(ptext, ctext)
-        RUN.observe(ptext, ctext, result)  # hack signatures; every LOG_INTERVAL-th to generations.jsonl
-        return result
+        # RUN.observe sees each fresh evaluation once: hack signatures, every LOG_INTERVAL-th to generations.jsonl
+        return EVALUATOR.evaluate(prompt_text(prompt), completion_text(completion), on_fresh=RUN.observe)
     except Exception as exc:  # never let one completion crash a training run
         return fallback(f"evaluation error: {type(exc).__name__}: {exc}")
 
@@ -216,6 +211,12 @@ def _evaluations(completions: Sequence[Any], prompts: Sequence[Any] | None, kwar
         RUN.step = state.global_step
     prompts = prompts if prompts is not None else kwargs.get("prompt") or [""] * len(completions)
     return [get_lifestack_evaluation(c, p) for c, p in zip(completions, prompts)]
+
+
+def _scored(completions: Sequence[Any], prompts: Sequence[Any] | None, kwargs: dict, score: Callable[[dict], float],
+            unparseable: float) -> list[float]:
+    """``score(evaluation)`` for each completion that parsed, ``unparseable`` for the rest."""
+    return [unparseable if ev["action"] is None else float(score(ev)) for ev in _evaluations(completions, prompts, kwargs)]
 
 
 # Each reward is clipped to [-1, 1], timed, and in episode mode (HORIZON > 1) scored per
@@ -238,18 +239,15 @@ def reward_plausibility_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
     all is paid or nothing is claimed; never positive, so claiming is never worth anything by
     itself); over budget: minus the overspend penalty's share; -1 for negative costs or
     unparseable text."""
-    out = []
-    for ev in _evaluations(completions, prompts, kwargs):
-        action, b = ev["action"], ev["breakdown"]
-        if action is None:
-            out.append(-1.0)
-        elif any(n.startswith("negative_cost") for n in action.notes):
-            out.append(-1.0)
-        elif "penalty.unaffordable" in b:
-            out.append(float(b["penalty.unaffordable"]) / -P_UNAFFORDABLE)
-        else:  # the task reward's own implausible penalty (a ramp of the unpaid points), as a share
-            out.append(float(b.get("penalty.implausible", 0.0)) / -P_IMPLAUSIBLE)
-    return out
+    def paid_for(ev: dict) -> float:
+        b = ev["breakdown"]
+        if any(n.startswith("negative_cost") for n in ev["action"].notes):
+            return -1.0
+        if "penalty.unaffordable" in b:
+            return float(b["penalty.unaffordable"]) / -P_UNAFFORDABLE
+        return float(b.get("penalty.implausible", 0.0)) / -P_IMPLAUSIBLE  # the task reward's unpaid ramp, as a share
+
+    return _scored(completions, prompts, kwargs, paid_for, unparseable=-1.0)
 
 
 @reward_function(RUN)
@@ -263,56 +261,38 @@ def reward_task_success_fn(completions: Sequence[Any], prompts: Sequence[Any] | 
 
 @reward_function(RUN)
 def reward_milestone_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
-    """Milestone progress made by the action: its share of the best per-step milestone reward."""
-    out = []
-    for ev in _evaluations(completions, prompts, kwargs):
-        b = ev["breakdown"]
-        if ev["action"] is None:
-            out.append(-0.5)
-        elif "penalty.dead_end" in b:
-            out.append(-0.4)  # a dead end, but still a valid answer: above unparseable text
-        else:
-            out.append(float(b.get("component.milestone", 0.0)))
-    return out
+    """Milestone progress made by the action: its share of the best per-step milestone reward;
+    a dead end -0.4 (still a valid answer: above unparseable text, -0.5)."""
+    return _scored(completions, prompts, kwargs, component_reward("component.milestone", "penalty.dead_end", -0.4),
+                   unparseable=-0.5)
 
 
 @reward_function(RUN)
 def reward_reasoning_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
     """Planning coherence of the reasoning with state, action and route (0..1); keyword
     stuffing -0.4; unparseable -0.5."""
-    out = []
-    for ev in _evaluations(completions, prompts, kwargs):
-        b = ev["breakdown"]
-        if ev["action"] is None:
-            out.append(-0.5)
-        elif "penalty.keyword_stuffing" in b:
-            out.append(-0.4)
-        else:
-            out.append(float(b.get("component.reasoning", 0.0)))
-    return out
+    return _scored(completions, prompts, kwargs, component_reward("component.reasoning", "penalty.keyword_stuffing", -0.4),
+                   unparseable=-0.5)
 
 
 @reward_function(RUN)
 def reward_human_feedback_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
     """Agreement with recorded outcomes of this situation (conflict; or task family under the
     same pressured domain; weighted by difficulty); 0 where none apply; -1 unparseable."""
-    out = []
     try:
         store = RUN.feedback.store()
     except Exception:
         if RUN.feedback.on_error != "zero":
             raise
         return [0.0] * len(completions)
-    for ev in _evaluations(completions, prompts, kwargs):
-        action = ev["action"]
-        if action is None:
-            out.append(-1.0)  # unparseable text takes every reward's lowest score
-            continue
+
+    def agreement(ev: dict) -> float:
         conflict_id, family, pressured, difficulty = ev["situation"]
-        score = store.score(conflict_id, action.action_type, action.target_domain,
+        score = store.score(conflict_id, ev["action"].action_type, ev["action"].target_domain,
                             pressured_domain=pressured, difficulty=difficulty, family=family)
-        out.append(0.0 if score is None else float(score))
-    return out
+        return 0.0 if score is None else score
+
+    return _scored(completions, prompts, kwargs, agreement, unparseable=-1.0)  # unparseable: every reward's lowest
 
 
 REWARD_FUNCS = [reward_format_fn, reward_plausibility_fn, reward_task_success_fn,

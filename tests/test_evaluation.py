@@ -72,3 +72,22 @@ def test_caches_stay_bounded_and_keep_the_newest():
     assert len(ev.prompts) <= 8 and len(ev.evaluations) <= 8
     ev.clear()
     assert not ev.prompts and not ev.evaluations
+
+
+def test_on_fresh_sees_each_computed_evaluation_once_and_never_a_cached_one():
+    from lifestack.evaluation import Evaluator
+    from lifestack.policies import heuristic
+    from lifestack.prompts import build_prompt, prompt_text
+    from lifestack.env import LifeStackEnv
+    from lifestack.scenarios import sample_scenario
+
+    sc = sample_scenario(3, 2)
+    ptext = prompt_text(build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed))
+    env = LifeStackEnv()
+    env.restore(sc.task, sc.state)
+    seen = []
+    ev = Evaluator()
+    good = ev.evaluate(ptext, heuristic(env), on_fresh=lambda p, c, r: seen.append(r))
+    again = ev.evaluate(ptext, heuristic(env), on_fresh=lambda p, c, r: seen.append(r))
+    bad = ev.evaluate(ptext, "no JSON here", on_fresh=lambda p, c, r: seen.append(r))
+    assert again is good and seen == [good, bad] and bad["action"] is None

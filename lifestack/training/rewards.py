@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -95,27 +96,46 @@ def per_episode(fn: Callable, kwargs: dict) -> list[float]:
     return out
 
 
+_CALLS = threading.local()  # how deep this thread is in reward calls (the outermost one is timed)
+
+
 def reward_function(timer: Any) -> Callable[[Callable], Callable]:
     """Decorator of the six reward functions: the result clipped to [-1, 1]
     (:func:`clip`); in episode mode (a call with ``turns``) each turn scored and
     aggregated per episode (:func:`per_episode`); the wall time spent added to
-    ``timer.reward_seconds`` (the run context: reported per stage)."""
+    ``timer.reward_seconds`` (the run context: reported per stage) by the outermost call
+    only: a reward call that scores a logged line calls the rewards again inside it, and
+    that time is already inside its own."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             t0 = time.perf_counter()
+            _CALLS.depth = getattr(_CALLS, "depth", 0) + 1
             try:
                 if kwargs.get("turns") is not None:
                     out = per_episode(fn, kwargs)
                 else:
                     out = fn(*args, **{k: v for k, v in kwargs.items() if k not in EPISODE_FIELDS})
             finally:
-                timer.reward_seconds += time.perf_counter() - t0
+                _CALLS.depth -= 1
+                if _CALLS.depth == 0:
+                    timer.reward_seconds += time.perf_counter() - t0
             return clip(out)
 
         return wrapper
 
     return wrap
+
+
+def component_reward(component: str, penalty: str, penalty_value: float) -> Callable[[dict], float]:
+    """The score of a reward that is one component of the task reward's breakdown: the
+    component's value, or ``penalty_value`` when ``penalty`` fired (for a parsed answer;
+    the reward function decides what unparseable text gets)."""
+    def score(evaluation: dict) -> float:
+        b = evaluation["breakdown"]
+        return penalty_value if penalty in b else float(b.get(component, 0.0))
+
+    return score
 
 
 def reward_vector(funcs: Sequence[Callable], completion: Any, prompt: Any) -> dict[str, float]:
