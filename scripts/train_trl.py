@@ -33,13 +33,13 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack`
 from lifestack.evaluation import fallback  # noqa: E402
 from lifestack.prompts import build_prompt, completion_text, prompt_text  # noqa: E402
 from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
-from lifestack.rollout import make_rollout_func  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
 from lifestack.training import config, seeds  # noqa: E402
 from lifestack.training.checks import (  # noqa: E402
     check_env_server, check_episode_length, check_vllm, colocate_problem, installed_versions, unsloth_problem,
 )
 from lifestack.training.context import RunContext  # noqa: E402
+from lifestack.training.decisions import decisions  # noqa: E402
 from lifestack.training.curriculum import append_history, curriculum_step, stage_line, stage_record  # noqa: E402
 from lifestack.training.distributed import (  # noqa: E402
     barrier, broadcast_object, init_distributed, is_main_process, log, main_process_first, world_info,
@@ -384,14 +384,14 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
 def episode_rollout(cfg: dict[str, Any], announce: bool) -> dict[str, Any]:
     """``HORIZON > 1``: the trainer's ``rollout_func``, playing each prompt as a closed-loop
     episode (lifestack.rollout; environment tokens masked from the loss). ``{}`` otherwise."""
-    if cfg["HORIZON"] == 1:
-        return {}
-    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
-    if announce:
-        log(f"[episodes] HORIZON={cfg['HORIZON']}: each GRPO sample is a closed-loop episode of up to "
-            f"{cfg['HORIZON']} turns; environment tokens are masked from the loss (TRL rollout_func, "
-            "experimental in TRL 1.14)")
-    return {"rollout_func": make_rollout_func(cfg["HORIZON"], make_episode=episode_factory(cfg), on_rollout=RUN.log_rollout)}
+    mode = decisions(cfg["HORIZON"])
+    if mode.episodes:
+        os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # said once below, not per stage by TRL
+        if announce:
+            log(f"[episodes] HORIZON={mode.horizon}: each GRPO sample is a closed-loop episode of up to "
+                f"{mode.horizon} turns; environment tokens are masked from the loss (TRL rollout_func, "
+                "experimental in TRL 1.14)")
+    return mode.trainer_kwargs(make_episode=episode_factory(cfg), on_rollout=RUN.log_rollout)
 
 
 def watch_stage(result: dict[str, Any], cfg: dict[str, Any], stage: int, difficulty: int, previous: dict | None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lifestack.training.decisions import decisions
 from lifestack.training.distributed import log
 from lifestack.training.models import unwrap
 
@@ -61,7 +62,7 @@ def unsloth_problem(cfg: dict[str, Any], versions: dict[str, str | None]) -> str
     """Episode mode (HORIZON > 1) under Unsloth needs a release that masks environment
     tokens from its loss (:data:`UNSLOTH_MASKING_FIX`); a reason string when this one does
     not, or its version cannot be read. Single decisions have no environment tokens."""
-    if cfg["HORIZON"] == 1:
+    if not decisions(cfg["HORIZON"]).episodes:
         return None
     from packaging.version import InvalidVersion, Version
 
@@ -82,7 +83,7 @@ def unsloth_problem(cfg: dict[str, Any], versions: dict[str, str | None]) -> str
 def check_episode_length(cfg: dict[str, Any], model, tokenizer) -> None:
     """Episode mode: say how long an episode's sequence gets, and stop before training
     when it cannot fit (Unsloth's MAX_SEQ_LENGTH, else the model's position limit)."""
-    if cfg["HORIZON"] == 1:
+    if not decisions(cfg["HORIZON"]).episodes:
         return
     from lifestack.rollout import episode_tokens
 

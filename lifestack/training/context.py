@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 from lifestack.episodes import Episode
 from lifestack.hacks import signatures as hack_signatures
 from lifestack.prompts import strip_metadata
+from lifestack.training.decisions import decisions
 from lifestack.training.distributed import is_main_process
 from lifestack.training.generation_log import GenerationLog
 from lifestack.training.rewards import (
@@ -73,7 +74,7 @@ class RunContext:
         self.log.open(cfg["LOG_DIR"])
         self.log_interval = cfg["LOG_INTERVAL"]
         self.reward_weights = list(cfg["REWARD_WEIGHTS"])
-        self.episodes = cfg["HORIZON"] > 1
+        self.episodes = decisions(cfg["HORIZON"]).episodes
 
     @contextlib.contextmanager
     def in_phase(self, phase: str, episodes: bool | None = None) -> Iterator[None]:

@@ -13,12 +13,13 @@ from typing import Any, Callable, Sequence
 
 from lifestack.actions import parse_action
 from lifestack.env import LifeStackEnv
-from lifestack.episodes import Episode, play_many
+from lifestack.episodes import Episode
 from lifestack.onpolicy import advance_by_policy
 from lifestack.prompts import build_prompt, prompt_text, read_metadata
 from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
 from lifestack.training import seeds
 from lifestack.training.context import RunContext
+from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
 from lifestack.training.model_eval import Played, model_player, play_episodes
@@ -87,19 +88,9 @@ def evaluate_policy(model, tokenizer, prompts: Sequence[list[dict]], cfg: dict[s
         return generate_completions(model, tokenizer, conversations, cfg["MAX_COMPLETION_LENGTH"],
                                     temperature=temperature, seed=cfg["SEED"], progress="[eval] held-out prompts")
 
-    with run.in_phase("eval", episodes=cfg["HORIZON"] > 1):
-        if cfg["HORIZON"] > 1:
-            start = episode_factory(cfg)
-            episodes = play_many([start(p, cfg["HORIZON"]) for p in prompts], answer)
-            for ep in episodes:
-                run.log_episode(ep)
-            rows = [run.episode_vector(ep) for ep in episodes]
-            turns = [t for ep in episodes for t in ep.turns]
-            completions, turn_prompts = [t.completion for t in turns], [t.prompt for t in turns]
-        else:
-            completions = answer(list(prompts))
-            rows = [run.vector(c, p) for c, p in zip(completions, prompts)]
-            turn_prompts = list(prompts)
+    mode = decisions(cfg["HORIZON"])
+    with run.in_phase("eval", episodes=mode.episodes):
+        rows, completions, turn_prompts = mode.play_prompts(prompts, answer, run, episode_factory(cfg))
     means = {k: sum(r[k] for r in rows) / len(rows) for k in REWARD_NAMES}
     valid = sum(1 for c in completions if parse_action(c)[0] is not None) / len(completions)
     return {"mean_task_reward": means["reward_task_success_fn"], "reward_means": means, "valid_json_rate": valid,

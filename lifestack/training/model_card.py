@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from lifestack.training.decisions import decisions
+
 HIDDEN_KEYS = ("CPU_PROFILE",)  # a dict of values the CPU profile swapped in: shown as the swapped values
 
 
@@ -74,8 +76,7 @@ def model_card(cfg: dict[str, Any], defaults: dict[str, Any], state: dict[str, A
     lines += ["", "## Final evaluation", ""]
     if summary:
         lines += [f"{summary.get('episodes', cfg['N_EVAL_EPISODES'])} seeded episodes, difficulty rising 1 -> 5, greedy "
-                  "decoding; reward: " + ("the mean step task reward of the episode" if cfg["HORIZON"] == 1 else
-                                          "the episode task reward (turn mean blended with the outcome)") + ".", "",
+                  "decoding; reward: " + decisions(cfg["HORIZON"]).final_reward + ".", "",
                   "| policy | mean reward | success | valid JSON |", "|---|---:|---:|---:|",
                   f"| this model | {_fmt(summary.get('trained_mean'))} | {_pct(summary.get('trained_success'))} | "
                   f"{_pct(summary.get('trained_valid_json'))} |",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lifestack.training.decisions import decisions
 from lifestack.training.distributed import barrier, is_main_process, log
 from lifestack.training.generation_log import FILE_NAME as GENERATIONS_FILE
 from lifestack.training.rewards import REWARD_NAMES
@@ -102,8 +103,7 @@ def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
     settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
     settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
-    if cfg["HORIZON"] > 1:  # recorded only when set, so single-step runs keep their fingerprint
-        settings["HORIZON"] = cfg["HORIZON"]
+    settings.update(decisions(cfg["HORIZON"]).settings())  # HORIZON only when > 1: single-step fingerprints hold
     if cfg["ON_POLICY_STATES"] > 0:  # likewise
         settings["ON_POLICY_STATES"] = cfg["ON_POLICY_STATES"]
     return settings

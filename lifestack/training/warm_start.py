@@ -6,12 +6,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from lifestack.env import LifeStackEnv
-from lifestack.episodes import Episode, play
 from lifestack.policies import DEMONSTRATORS
-from lifestack.prompts import build_prompt
 from lifestack.scenarios import sample_scenario
 from lifestack.training import seeds
+from lifestack.training.decisions import decisions
 from lifestack.training.distributed import is_main_process, log
 from lifestack.training.generation import training_mode
 
@@ -36,17 +34,12 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
         return []
     demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
     rng = random.Random(cfg["SEED"] + seeds.WARM_START_BATCHES)
-    env = LifeStackEnv()
+    mode = decisions(cfg["HORIZON"])  # single decisions: one pair; episodes: every turn in its conversation so far
     pairs = []
     for i in range(first_demo, first_demo + max(64, steps * batch_size // 4)):
         sc = sample_scenario(cfg["SEED"] + seeds.WARM_START_SCENARIOS + i, 1 + i % 5)
         demo_rng = random.Random(cfg["SEED"] + seeds.WARM_START_DEMONSTRATIONS + i)  # Random(seed + index), as every generated item
-        if cfg["HORIZON"] > 1:  # demonstrations of every turn, each in its conversation so far
-            ep = play(Episode.from_scenario(sc, cfg["HORIZON"]), lambda e: demonstrator(e.env, demo_rng))
-            pairs += [(ep.messages[:2 + 2 * k], t.completion) for k, t in enumerate(ep.turns)]
-            continue
-        env.restore(sc.task, sc.state)
-        pairs.append((build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), demonstrator(env, demo_rng)))
+        pairs += mode.demonstrations(sc, demonstrator, demo_rng)
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
     training_mode(model)  # Unsloth's for_training where it applies (checkpointing on)
