@@ -41,6 +41,7 @@ from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noq
 from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, METRIC_PATHS  # noqa: E402
+from lifestack.feedback import FeedbackStore  # noqa: E402
 from lifestack.hacks import HACK_POLICIES as HACKS  # noqa: E402
 from lifestack.policies import heuristic, lazy  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
@@ -448,7 +449,7 @@ def test_each_reward_separates_good_from_bad(name):
     assert len(set(good + bad)) >= 2
 
 
-def test_human_feedback_reward_varies_with_the_action():
+def test_human_feedback_reward_varies_with_the_action(tmp_path):
     flight = [p for p in dataset()["prompt"][:20] if context(p)[1] is not None and context(p)[0].domain == "flight_crisis"]
     prompt = flight[0]
     values = set()
@@ -460,9 +461,13 @@ def test_human_feedback_reward_varies_with_the_action():
     assert len(values) >= 2, values
     # unparseable text takes every reward's lowest score
     assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [-1.0, -1.0, -1.0]
-    # a situation with no records at all scores 0.0
-    store = T.RUN.feedback.store()
-    assert store.score("no-such-situation", "rest", "career") is None
+    # a situation with no records at all scores 0.0: every answer, against a database without records
+    empty = tmp_path / "empty.sqlite3"
+    FeedbackStore(empty, seed=False).close()
+    T.RUN.feedback.store().close()
+    T.RUN.feedback.configure(str(empty))
+    answers = [action_json(action_type, "career") for action_type in ACTION_TYPES]
+    assert T.reward_human_feedback_fn(answers, prompts=[prompt] * len(answers)) == [0.0] * len(answers)
 
 
 def test_human_feedback_reward_with_unreadable_database(tmp_path):
