@@ -14,8 +14,8 @@ fp16), the weights' dtype, peak GPU memory, seconds per step, generated tokens p
 the reward code's share of step time, and how many trainable tensors the training
 changed (every one must, or the run would silently learn nothing). A random model's
 answers all tie on the six rewards, so every GRPO advantage would be 0 and nothing could
-move: the check adds ``bench_gpu.length_probe_reward`` (weight 1e-3) to give the optimizer
-a signal.
+move: the check adds ``lifestack.training.bench.length_probe_reward`` (weight 1e-3) to
+give the optimizer a signal.
 
 ``--dry-run`` needs no GPU: it prints which profiles would run or be skipped and why, the
 precision the rule picks for this device and for reference GPUs (T4 7.5, A100 8.0, H100
@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 import bench_gpu  # noqa: E402  (sets HF_HUB_OFFLINE before anything imports transformers)
+from lifestack.training.bench import finite, human_bytes, report_lines, skip_reason  # noqa: E402
 
 PROFILES = ("peft", "full", "unsloth")
 REFERENCE_GPUS = {"T4": (7, 5), "A100": (8, 0), "H100": (9, 0)}
@@ -43,7 +44,7 @@ REFERENCE_GPUS = {"T4": (7, 5), "A100": (8, 0), "H100": (9, 0)}
 
 def plan(cuda: bool) -> list[dict]:
     """Which profiles run here, and why the others are skipped."""
-    return [{"profile": p, "skipped": bench_gpu.skip_reason(p, cuda)} for p in PROFILES]
+    return [{"profile": p, "skipped": skip_reason(p, cuda)} for p in PROFILES]
 
 
 def precision_table() -> dict[str, str]:
@@ -66,7 +67,7 @@ def summary_lines(results: list[dict]) -> list[str]:
         elif r.get("error"):
             lines.append(f"| {r['mode']} | FAILED: {r['error']} | | | | | | |")
         else:
-            lines.append(f"| {r['mode']} | {r['precision']} | {r['weights_dtype']} | {bench_gpu._mib(r['peak_memory_bytes'])} "
+            lines.append(f"| {r['mode']} | {r['precision']} | {r['weights_dtype']} | {human_bytes(r['peak_memory_bytes'])} "
                          f"({'GPU' if r['peak_memory_kind'] == 'cuda_allocated' else 'CPU RSS'}) | {r['step_time_s']:.3f} | "
                          f"{r['tokens_per_s']:.1f} | {r['reward_share']:.2%} | "
                          f"{r['trainable_tensors_changed']} of {r['trainable_tensors']} |")
@@ -105,12 +106,12 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # report and go on: one broken profile must not hide the others
             r = {"mode": row["profile"], "error": f"{type(exc).__name__}: {exc}"[:300]}
         results.append(r)
-        for line in ([] if r.get("error") or r.get("skipped") else bench_gpu.report_lines(r)):
+        for line in ([] if r.get("error") or r.get("skipped") else report_lines(r)):
             print(line, flush=True)
     for line in summary_lines(results):
         print(line, flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps(bench_gpu._finite({"device": device, "results": results}), indent=2) + "\n")
+        Path(args.json).write_text(json.dumps(finite({"device": device, "results": results}), indent=2) + "\n")
     bad = [r["mode"] for r in results if r.get("error")
            or (not r.get("skipped") and r["trainable_tensors_changed"] < r["trainable_tensors"])]
     if bad:

@@ -75,15 +75,17 @@ def build_random_model(directory: Path) -> str:
     trainer's precision rule) and a tokenizer into ``directory``; returns the tokenizer kind."""
     import torch
 
-    import bench_gpu
+    from lifestack.training.bench import (
+        build_model, build_tokenizer, model_config, qwen_tokenizer_available, save_for_reload,
+    )
     from lifestack.training.models import choose_precision, torch_dtype
 
-    kind = "qwen" if bench_gpu.qwen_tokenizer_available() else "tiny"
-    tok = bench_gpu.build_tokenizer(directory / "tokenizer", kind)
-    kwargs, _notes = bench_gpu.model_config(tok, "real", "real")
+    kind = "qwen" if qwen_tokenizer_available() else "tiny"
+    tok = build_tokenizer(directory / "tokenizer", kind)
+    kwargs, _notes = model_config(tok, "real", "real")
     dtype = torch_dtype(choose_precision(tuple(torch.cuda.get_device_capability())))
-    model = bench_gpu.build_model(kwargs, "cuda", dtype, seed=0)
-    bench_gpu._save_for_reload(model, tok, directory)
+    model = build_model(kwargs, "cuda", dtype, seed=0)
+    save_for_reload(model, tok, directory)
     del model
     torch.cuda.empty_cache()
     return kind

@@ -37,7 +37,7 @@ def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path) -> di
     from lifestack.training.evaluation import evaluate_policy, held_out_prompts
     from lifestack.training.models import load_model
     from lifestack.training.warm_start import warm_start
-    from learning_check import HELD_OUT_SEED, action_key, reference_scores
+    from lifestack.training.learning_check import HELD_OUT_SEED, action_key, reference_scores
     from transformers import set_seed
 
     argv = [f"--OUTPUT_DIR={work / 'out'}", f"--LOG_DIR={work / 'logs'}", f"--SEED={seed}",
@@ -48,7 +48,7 @@ def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path) -> di
     set_seed(seed)
     model, tok = load_model(cfg, banner=False)
     prompts = held_out_prompts(n_prompts, None, HELD_OUT_SEED)  # difficulties 1-5, both families
-    refs = reference_scores(prompts)
+    refs = reference_scores(T, prompts)
     heuristic_quality = statistics.fmean(r["heuristic"] for r in refs)
     rows, done, t0 = [], 0, time.perf_counter()
     while done < steps:

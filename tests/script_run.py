@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
 import lifestack.training.rewards as RW  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
+from lifestack.prompts import prompt_text  # noqa: E402
 from lifestack.training.context import FeedbackSource  # noqa: E402
 from lifestack.training.generation_log import GenerationLog  # noqa: E402
 
@@ -76,3 +77,16 @@ def policy_completion(prompt, policy) -> str:
     env = LifeStackEnv()
     env.restore(task, state)
     return policy(env, random.Random(0))
+
+
+def heuristic_answers(prompts) -> list[str]:
+    """The heuristic's answer on the state each prompt describes (a stand-in policy)."""
+    from lifestack.policies import heuristic
+
+    out = []
+    for p in prompts:
+        task, state, _ = RW.EVALUATOR.context(prompt_text(p))
+        env = LifeStackEnv()
+        env.restore(task, state, observe=False)
+        out.append(heuristic(env))
+    return out

@@ -62,9 +62,12 @@ def test_a_metadata_block_in_the_answer_is_removed_and_noted():
 def test_caches_stay_bounded_and_keep_the_newest():
     cache: dict = {}
     for i in range(1000):
-        cache_put(cache, i, i, 64)
+        cache_put(cache, i, str(i), 64)
         assert len(cache) <= 64
+        assert cache[i] == str(i)  # the entry just put is always there
     assert 999 in cache and 0 not in cache
+    assert list(cache) == sorted(cache) and max(cache) == 999  # oldest out first, order kept
+    assert len(cache) >= 48  # evictions sweep a quarter at a time, never the whole cache
     ev = Evaluator(prompt_cache_size=8, eval_cache_size=8)
     for seed in range(20):
         text, _ = prompt_of(seed)

@@ -1,18 +1,26 @@
 """lifestack.prompts: one rendering of a state for every consumer, with the metadata that
-rebuilds it exactly and nothing hidden."""
+rebuilds it exactly and nothing hidden; the prompts the trainer renders (its dataset's
+rows) show the state their metadata rebuilds, are short, and reveal no hidden state."""
 
 from __future__ import annotations
 
+import functools
+import json
+import re
+
+import pytest
 from hypothesis import given, settings, strategies as st
 
+import lifestack.prompts as PR
 from lifestack.env import LifeStackEnv
-from lifestack.metrics import METRIC_PATHS
+from lifestack.evaluation import Evaluator
+from lifestack.metrics import DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness
 from lifestack.prompts import (
     ANSWER_SCHEMA, METADATA_OPEN, build_prompt, completion_text, metric_changes, prompt_text, read_metadata,
     render_observation, strip_metadata,
 )
 from lifestack.policies import heuristic
-from lifestack.scenarios import rebuild_state, round_state, sample_scenario
+from lifestack.scenarios import rebuild_state, round_state, sample_scenario, sample_scenarios
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -101,3 +109,110 @@ def test_strip_metadata_is_linear_in_the_text():
     mixed = (METADATA_OPEN + "x" + METADATA_CLOSE + "y") * 20_000
     assert strip_metadata(mixed) == "y" * 20_000
     assert strip_metadata(small) == small
+
+
+# --- the prompts the trainer renders: what they show, what they carry, what they hide ---
+HIDDEN_KEYS = ("seats_left", "true_delay_hours", "root_cause", "fix_hours")
+EVALUATOR = Evaluator()
+
+
+@functools.lru_cache(maxsize=None)
+def dataset(n: int = 100, seed: int = 42) -> tuple:
+    """The rows of the trainer's dataset (``generate_dataset(n, None, seed)``) without the
+    Dataset: each scenario rendered by ``build_prompt``, difficulty cycling 1..5."""
+    return tuple({"prompt": build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed),
+                  "domain": sc.task.domain, "difficulty": sc.difficulty, "seed": sc.seed}
+                 for sc in sample_scenarios(n, None, seed))
+
+
+def user_text(prompt) -> str:
+    return prompt[1]["content"]
+
+
+def context(prompt):
+    """(task, state, metadata) as the reward rebuilds them from the prompt."""
+    ctx = EVALUATOR.context(user_text(prompt))
+    assert not isinstance(ctx, str), ctx
+    return ctx
+
+
+def test_prompts_are_conversational_short_and_carry_metadata():
+    lengths = []
+    for row in dataset():
+        prompt = row["prompt"]
+        assert [m["role"] for m in prompt] == ["system", "user"]
+        assert prompt[0]["content"] == PR.SYSTEM_PROMPT
+        user = user_text(prompt)
+        lengths.append(len(user))
+        assert user.count(PR.METADATA_OPEN) == 1 and user.count(PR.METADATA_CLOSE) == 1
+        assert user.startswith(PR.METADATA_OPEN)
+        meta = json.loads(PR.METADATA_RE.search(user).group(1))
+        assert {"v", "domain", "difficulty", "seed", "conflict_id", "state"} <= set(meta)
+        assert meta["domain"] == row["domain"] and meta["difficulty"] == row["difficulty"]
+        for line in ("GOAL:", "SITUATION:", "BUDGET LEFT:", "ROUTES", "Answer with one JSON object"):
+            assert line in user
+    print(f"max user message over 100 prompts: {max(lengths)} characters")
+    assert max(lengths) < 3200, max(lengths)
+
+
+_METRIC_LINE = re.compile(r"^  ([a-z_]+\.[a-z_]+): (-?[0-9.]+)( \(lower is better\))?$", re.M)
+
+
+_BUDGET_LINE = re.compile(r"^BUDGET LEFT: time (\S+) h, money \$(\S+), energy (\S+)$", re.M)
+
+
+@pytest.mark.parametrize("i", [0, 1, 2, 3, 4, 7, 23, 58])
+def test_metadata_rebuilds_the_state_the_prompt_shows(i):
+    row = dataset()[i]
+    user = user_text(row["prompt"])
+    task, state, meta = context(row["prompt"])
+
+    # the rebuilt state is the scenario's own state
+    sc = sample_scenario(row["seed"], row["difficulty"])
+    assert task.id == sc.task.id
+    for name in ("metrics", "resources", "budget", "world", "hidden", "step", "route_progress", "closed_routes",
+                 "milestones", "events_fired"):
+        assert getattr(state, name) == getattr(sc.state, name), name
+
+    # budget line
+    budget = _BUDGET_LINE.search(user)
+    assert budget is not None
+    shown = dict(zip(("time", "money", "energy"), budget.groups()))
+    for k, text in shown.items():
+        assert text == PR.fmt_number(state.resources[k])
+        assert float(text) == pytest.approx(state.resources[k], abs=0.051)
+
+    # the listed metrics: values and that they are the most damaged ones
+    listed = _METRIC_LINE.findall(user)
+    assert len(listed) == 6
+    for path, value, inverted in listed:
+        assert float(value) == pytest.approx(state.metrics[path], abs=0.051)
+        assert bool(inverted) == (path in INVERTED_METRICS)
+    worst_shown = max(goodness(p, state.metrics[p]) for p, _v, _i in listed)
+    others = [goodness(p, state.metrics[p]) for p in METRIC_PATHS if p not in {x[0] for x in listed}]
+    assert worst_shown <= min(others) + 1e-9
+
+    # domain health, step and routes
+    for d, ms in DOMAINS.items():
+        health = sum(goodness(f"{d}.{m}", state.metrics[f"{d}.{m}"]) for m in ms) / len(ms)
+        assert f"{d} {health:.0f}" in user
+    assert f"STEP {state.step + 1} of {task.horizon}." in user
+    env = LifeStackEnv()
+    env.restore(task, state)
+    for route in env.open_routes():
+        assert f"- {route} (" in user
+        assert f"open; next steps: {', '.join(env.next_action_types(route))}." in user
+
+
+def test_prompt_reveals_no_hidden_state():
+    ds = dataset()
+    seen_domains = set()
+    for row in ds:
+        user = user_text(row["prompt"])
+        task, state, meta = context(row["prompt"])
+        seen_domains.add(task.domain)
+        assert task.hidden_state  # there is something to hide
+        for key in set(task.hidden_state) | set(HIDDEN_KEYS):
+            assert key not in user, (row["seed"], key)
+        assert "hidden" not in meta["state"]
+    assert seen_domains == {"flight_crisis", "code_merge_crisis"}

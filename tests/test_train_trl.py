@@ -1,5 +1,10 @@
-"""Tests for scripts/train_trl.py that need no model: configuration, dataset, evaluation,
-the six reward functions and episode mode. The generation log, the integrity watch and
+"""Tests for scripts/train_trl.py's own functions that need no model: main's configuration
+errors and import order, generate_dataset, get_lifestack_evaluation, the six reward
+functions, grpo_config and episode mode. What the script builds on is tested per module:
+build_config in test_training_config.py, the precision rule in test_training_models.py,
+the prompts in test_prompts.py, the on-policy advance in test_training_evaluation.py, the
+reward wrapper in test_training_rewards.py, the evaluator's caches in test_evaluation.py,
+the constants' table in test_docs_tables.py; the generation log, the integrity watch and
 the pre-flight checks have their own files (test_training_generation_log.py,
 test_training_watch.py, test_training_checks.py); the shared set-up is tests/script_run.py.
 
@@ -14,7 +19,6 @@ import json
 import math
 import os
 import random
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,28 +31,24 @@ from hypothesis import strategies as st
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
-from script_run import GARBAGE, context, dataset, isolated, policy_completion, prompts10, user_text  # noqa: E402,F401  (isolated: autouse)
-import lifestack.training.config as TC  # noqa: E402
-import lifestack.training.run_state as RS  # noqa: E402
-import lifestack.training.models as MD  # noqa: E402
-import lifestack.training.evaluation as EV  # noqa: E402
+from script_run import (  # noqa: E402,F401  (isolated: autouse)
+    GARBAGE, context, dataset, heuristic_answers, isolated, policy_completion, prompts10, user_text,
+)
 import lifestack.training.rewards as RW  # noqa: E402
 import lifestack.prompts as PR  # noqa: E402
-import lifestack.env as ENV  # noqa: E402
-import lifestack.evaluation as LE  # noqa: E402
 
 from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
-from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.generator import DOMAINS as TASK_DOMAINS  # noqa: E402
 from lifestack.generator import TaskGenerator  # noqa: E402
-from lifestack.metrics import DOMAIN_NAMES, DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness  # noqa: E402
+from lifestack.metrics import DOMAIN_NAMES, METRIC_PATHS  # noqa: E402
+from lifestack.feedback import FeedbackStore  # noqa: E402
 from lifestack.hacks import HACK_POLICIES as HACKS  # noqa: E402
 from lifestack.policies import heuristic, lazy  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 FUZZ = settings(max_examples=100, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-HIDDEN_KEYS = ("seats_left", "true_delay_hours", "root_cause", "fix_hours")
+DEFAULTS = T.default_config()
 
 
 # ------------------------------------------------------------------------------------
@@ -112,86 +112,8 @@ PROMPT_INDEX = st.integers(0, 9)
 
 
 # ====================================================================================
-# Configuration
+# main: a configuration error, and Unsloth imported before transformers, trl and peft
 # ====================================================================================
-DEFAULTS = T.default_config()
-
-
-def test_default_config_is_valid_and_deep_copied():
-    for world in (1, 2, 3, 4):
-        TC.validate_config(T.default_config(), world_size=world)
-    cfg = T.default_config()
-    cfg["LEARNING_RATES"].append(0.5)
-    cfg["CPU_PROFILE"]["N_STAGES"] = 99
-    assert T.default_config()["LEARNING_RATES"] == T.LEARNING_RATES
-    assert "N_STAGES" not in T.default_config()["CPU_PROFILE"]
-    assert set(cfg) == set(T.CONFIG_KEYS)
-
-
-def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
-    cfg = T.build_config([], profile="cpu")
-    assert cfg["_PROFILE"] == "cpu"
-    for key, value in T.CPU_PROFILE.items():
-        assert cfg[key] == value, key
-    for key in set(DEFAULTS) - set(T.CPU_PROFILE):
-        assert cfg[key] == DEFAULTS[key], key
-
-    cfg = T.build_config(["--MAX_COMPLETION_LENGTH=64", "--use_lora=True", "--N_STAGES=2"], profile="cpu")
-    assert cfg["MAX_COMPLETION_LENGTH"] == 64 and cfg["USE_LORA"] is True and cfg["N_STAGES"] == 2
-    assert cfg["N_PROMPTS_PER_STAGE"] == T.CPU_PROFILE["N_PROMPTS_PER_STAGE"]
-    assert cfg["LEARNING_RATES"] == T.CPU_PROFILE["LEARNING_RATES"]
-    assert T.default_config() == DEFAULTS  # nothing leaked into the constants
-
-
-def test_build_config_prints_what_the_cpu_profile_replaced(monkeypatch, capsys):
-    monkeypatch.setattr(T, "TEMPERATURE", 0.9)  # a user edited the constants block...
-    monkeypatch.setattr(T, "N_PROMPTS_PER_STAGE", 40)
-    cfg = T.build_config(["--N_PROMPTS_PER_STAGE=32"], profile="cpu")  # ...and overrode one of them
-    out = capsys.readouterr().out
-    assert cfg["TEMPERATURE"] == T.CPU_PROFILE["TEMPERATURE"] and cfg["N_PROMPTS_PER_STAGE"] == 32
-    assert "[setup]   TEMPERATURE: 0.9 -> 0.7" in out
-    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [0.0002]" in out
-    assert "N_PROMPTS_PER_STAGE" not in out  # the command line wins, so nothing was replaced
-    assert "N_EVAL_EPISODES" not in out  # the profile's value equals the default: not a replacement
-    changed = [k for k, v in T.CPU_PROFILE.items() if k != "N_PROMPTS_PER_STAGE" and v != T.default_config()[k]]
-    assert f"the CPU profile replaced {len(changed)} constants" in out
-    assert out.count("\n[setup]   ") == len(changed)
-    T.build_config([], profile="peft")
-    assert capsys.readouterr().out == ""  # the GPU profiles replace nothing
-
-
-def test_build_config_gpu_profile_keeps_defaults():
-    cfg = T.build_config([], profile="peft")
-    assert cfg.pop("_PROFILE") == "peft"
-    assert cfg == DEFAULTS
-    cfg = T.build_config(["--N_STAGES=3"], profile="peft")
-    assert cfg["N_STAGES"] == 3 and cfg["USE_LORA"] == DEFAULTS["USE_LORA"]
-
-
-def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
-    with pytest.raises(T.ConfigError) as err:
-        T.build_config(["--USE_VLLM=True"], profile="cpu")
-    assert str(err.value).startswith("USE_VLLM")
-    assert T.build_config(["--USE_VLLM=True"], profile="peft")["USE_VLLM"] is True
-    with pytest.raises(T.ConfigError) as err:
-        T.build_config(["--N_STAGES=0"], profile="cpu")
-    assert str(err.value).startswith("N_STAGES")
-
-
-@pytest.mark.parametrize("capability, expected", [
-    ((7, 5), "fp16"),  # T4: torch.cuda.is_bf16_supported() says True, but bf16 is only emulated
-    ((7, 0), "fp16"), ((6, 1), "fp16"), ((8, 0), "bf16"), ((8, 6), "bf16"), ((9, 0), "bf16"), (None, "fp32"),
-])
-def test_choose_precision_from_the_compute_capability(capability, expected):
-    assert MD.choose_precision(capability) == expected
-
-
-def test_trained_weights_are_fp32_only_a_lora_base_is_half():
-    for precision in ("fp32", "bf16", "fp16"):
-        assert MD.weight_precision(precision, lora=False) == "fp32"
-        assert MD.weight_precision(precision, lora=True) == precision
-
-
 def test_main_config_error_returns_2_with_one_line(capsys):
     assert T.main(["--BOGUS=1"]) == 2
     err = capsys.readouterr().err
@@ -290,19 +212,6 @@ def test_generate_dataset_columns_and_difficulty_cycle():
         assert meta["difficulty"] == 3 and meta["seed"] == row["seed"] and meta["domain"] == row["domain"]
 
 
-def heuristic_answers(prompts) -> list[str]:
-    """The heuristic's answer on the state each prompt describes (a stand-in policy)."""
-    from lifestack.policies import heuristic
-
-    out = []
-    for p in prompts:
-        task, state, _ = RW.EVALUATOR.context(PR.prompt_text(p))
-        env = ENV.LifeStackEnv()
-        env.restore(task, state, observe=False)
-        out.append(heuristic(env))
-    return out
-
-
 def test_generate_dataset_renders_the_scenarios_advance_returns():
     from lifestack.onpolicy import advance_by_policy
 
@@ -317,143 +226,12 @@ def test_generate_dataset_renders_the_scenarios_advance_returns():
         assert T.get_lifestack_evaluation(answer([p])[0], p)["action"] is not None
 
 
-def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
-    for bad in ("--ON_POLICY_STATES=-0.1", "--ON_POLICY_STATES=1.5", "--ON_POLICY_STATES=nan"):
-        with pytest.raises(T.ConfigError, match="ON_POLICY_STATES"):
-            T.build_config([bad], profile="cpu")
-    off = T.build_config(["--ON_POLICY_STATES=0.0"], profile="cpu")
-    assert "ON_POLICY_STATES" not in RS.run_settings(off)  # runs recorded before the setting still resume
-    assert EV.policy_advance(None, None, off) is None
-    on = T.build_config(["--ON_POLICY_STATES=0.5"], profile="cpu")
-    assert RS.run_settings(on)["ON_POLICY_STATES"] == 0.5
-    assert RS.config_fingerprint(RS.run_settings(on)) != RS.config_fingerprint(RS.run_settings(off))
-
-
-def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, capsys):
-    calls = []
-
-    def fake_generate(model, tokenizer, prompts, max_new_tokens, **kw):  # the model's greedy answers
-        calls.append((model, kw))
-        return heuristic_answers(prompts)
-
-    monkeypatch.setattr(EV, "generate_completions", fake_generate)
-    model = type("Wrapped", (), {"module": "core"})()
-    advance = EV.policy_advance(model, "tok", T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu"))
-    ds = T.generate_dataset(10, 2, seed=21, advance=advance)
-    assert calls and all(m == "core" and kw == {} for m, kw in calls)  # unwrapped, greedy (no temperature)
-    assert len(ds) == 10 and "[on-policy]" in capsys.readouterr().out
-
-
-def test_policy_advance_gives_every_rank_rank_0s_states_by_replaying_its_answers(monkeypatch):
-    """Under torchrun rank 0 plays and sends only its answers (a Scenario holds mappingproxy
-    tables, which do not pickle); another rank replays them and must build the same dataset."""
-    import pickle
-
-    sent = []
-    monkeypatch.setattr(EV, "generate_completions", lambda model, tok, prompts, n, **kw: heuristic_answers(prompts))
-    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent.append(pickle.loads(pickle.dumps(obj))) or sent[-1])
-    cfg = T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu")
-    ds0 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
-    assert sent and all(isinstance(t, str) for batch in sent[0] for t in batch)
-
-    def must_not_generate(*a, **k):
-        raise AssertionError("only rank 0 generates")
-
-    monkeypatch.setattr(EV, "generate_completions", must_not_generate)
-    monkeypatch.setattr(EV, "is_main_process", lambda: False)
-    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent[0])
-    ds1 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
-    plain = T.generate_dataset(12, 3, seed=5)
-    assert ds1["prompt"] == ds0["prompt"]
-    assert ds0["prompt"] != plain["prompt"]  # the answers did move some states on
-
-
 def test_generate_dataset_prompts_are_distinct():
     ds = T.generate_dataset(50, seed=T.SEED)
     texts = [user_text(p) for p in ds["prompt"]]
     assert len(set(texts)) == 50
     visible = {PR.METADATA_RE.sub("", t) for t in texts}
     assert len(visible) >= 45
-
-
-def test_prompts_are_conversational_short_and_carry_metadata():
-    lengths = []
-    for row in dataset():
-        prompt = row["prompt"]
-        assert [m["role"] for m in prompt] == ["system", "user"]
-        assert prompt[0]["content"] == PR.SYSTEM_PROMPT
-        user = user_text(prompt)
-        lengths.append(len(user))
-        assert user.count(PR.METADATA_OPEN) == 1 and user.count(PR.METADATA_CLOSE) == 1
-        assert user.startswith(PR.METADATA_OPEN)
-        meta = json.loads(PR.METADATA_RE.search(user).group(1))
-        assert {"v", "domain", "difficulty", "seed", "conflict_id", "state"} <= set(meta)
-        assert meta["domain"] == row["domain"] and meta["difficulty"] == row["difficulty"]
-        for line in ("GOAL:", "SITUATION:", "BUDGET LEFT:", "ROUTES", "Answer with one JSON object"):
-            assert line in user
-    print(f"max user message over 100 prompts: {max(lengths)} characters")
-    assert max(lengths) < 3200, max(lengths)
-
-
-_METRIC_LINE = re.compile(r"^  ([a-z_]+\.[a-z_]+): (-?[0-9.]+)( \(lower is better\))?$", re.M)
-_BUDGET_LINE = re.compile(r"^BUDGET LEFT: time (\S+) h, money \$(\S+), energy (\S+)$", re.M)
-
-
-@pytest.mark.parametrize("i", [0, 1, 2, 3, 4, 7, 23, 58])
-def test_metadata_rebuilds_the_state_the_prompt_shows(i):
-    row = dataset()[i]
-    user = user_text(row["prompt"])
-    task, state, meta = context(row["prompt"])
-
-    # the rebuilt state is the scenario's own state
-    sc = sample_scenario(row["seed"], row["difficulty"])
-    assert task.id == sc.task.id
-    for name in ("metrics", "resources", "budget", "world", "hidden", "step", "route_progress", "closed_routes",
-                 "milestones", "events_fired"):
-        assert getattr(state, name) == getattr(sc.state, name), name
-
-    # budget line
-    budget = _BUDGET_LINE.search(user)
-    assert budget is not None
-    shown = dict(zip(("time", "money", "energy"), budget.groups()))
-    for k, text in shown.items():
-        assert text == PR.fmt_number(state.resources[k])
-        assert float(text) == pytest.approx(state.resources[k], abs=0.051)
-
-    # the listed metrics: values and that they are the most damaged ones
-    listed = _METRIC_LINE.findall(user)
-    assert len(listed) == 6
-    for path, value, inverted in listed:
-        assert float(value) == pytest.approx(state.metrics[path], abs=0.051)
-        assert bool(inverted) == (path in INVERTED_METRICS)
-    worst_shown = max(goodness(p, state.metrics[p]) for p, _v, _i in listed)
-    others = [goodness(p, state.metrics[p]) for p in METRIC_PATHS if p not in {x[0] for x in listed}]
-    assert worst_shown <= min(others) + 1e-9
-
-    # domain health, step and routes
-    for d, ms in DOMAINS.items():
-        health = sum(goodness(f"{d}.{m}", state.metrics[f"{d}.{m}"]) for m in ms) / len(ms)
-        assert f"{d} {health:.0f}" in user
-    assert f"STEP {state.step + 1} of {task.horizon}." in user
-    env = LifeStackEnv()
-    env.restore(task, state)
-    for route in env.open_routes():
-        assert f"- {route} (" in user
-        assert f"open; next steps: {', '.join(env.next_action_types(route))}." in user
-
-
-def test_prompt_reveals_no_hidden_state():
-    ds = dataset()
-    seen_domains = set()
-    for row in ds:
-        user = user_text(row["prompt"])
-        task, state, meta = context(row["prompt"])
-        seen_domains.add(task.domain)
-        assert task.hidden_state  # there is something to hide
-        for key in set(task.hidden_state) | set(HIDDEN_KEYS):
-            assert key not in user, (row["seed"], key)
-        assert "hidden" not in meta["state"]
-    assert seen_domains == {"flight_crisis", "code_merge_crisis"}
 
 
 # ====================================================================================
@@ -524,16 +302,6 @@ def test_evaluation_cache_returns_the_same_object():
     assert user_text(prompt) in RW.EVALUATOR.prompts  # the rebuilt state is cached per prompt
     g = T.get_lifestack_evaluation(GARBAGE, prompt)
     assert T.get_lifestack_evaluation(GARBAGE, prompt) is g
-
-
-def test_cache_put_stays_bounded_and_keeps_the_newest_entries():
-    cache: dict = {}
-    for i in range(1000):
-        LE.cache_put(cache, i, str(i), 64)
-        assert len(cache) <= 64
-        assert cache[i] == str(i)  # the entry just put is always there
-    assert list(cache) == sorted(cache) and max(cache) == 999  # oldest out first, order kept
-    assert len(cache) >= 48  # evictions sweep a quarter at a time, never the whole cache
 
 
 def test_evaluations_do_not_leak_state_between_completions():
@@ -681,7 +449,7 @@ def test_each_reward_separates_good_from_bad(name):
     assert len(set(good + bad)) >= 2
 
 
-def test_human_feedback_reward_varies_with_the_action():
+def test_human_feedback_reward_varies_with_the_action(tmp_path):
     flight = [p for p in dataset()["prompt"][:20] if context(p)[1] is not None and context(p)[0].domain == "flight_crisis"]
     prompt = flight[0]
     values = set()
@@ -693,9 +461,13 @@ def test_human_feedback_reward_varies_with_the_action():
     assert len(values) >= 2, values
     # unparseable text takes every reward's lowest score
     assert T.reward_human_feedback_fn([GARBAGE, "", "{"], prompts=[prompt] * 3) == [-1.0, -1.0, -1.0]
-    # a situation with no records at all scores 0.0
-    store = T.RUN.feedback.store()
-    assert store.score("no-such-situation", "rest", "career") is None
+    # a situation with no records at all scores 0.0: every answer, against a database without records
+    empty = tmp_path / "empty.sqlite3"
+    FeedbackStore(empty, seed=False).close()
+    T.RUN.feedback.store().close()
+    T.RUN.feedback.configure(str(empty))
+    answers = [action_json(action_type, "career") for action_type in ACTION_TYPES]
+    assert T.reward_human_feedback_fn(answers, prompts=[prompt] * len(answers)) == [0.0] * len(answers)
 
 
 def test_human_feedback_reward_with_unreadable_database(tmp_path):
@@ -801,17 +573,6 @@ def test_reasoning_reward_punishes_keyword_stuffing():
     assert all(h > 0 for h in honest)
 
 
-def test_reward_function_wrapper_keeps_rewards_finite_and_in_range():
-    wrapped = RW.reward_function(T.RUN)(lambda completions, **kw: [float("inf"), float("-inf"), 3.0, -3.0, 0.25])
-    out = wrapped(["a"] * 5)
-    assert out == [1.0, -1.0, 1.0, -1.0, 0.25]
-
-
-def test_reward_function_wrapper_maps_nan_to_zero():
-    wrapped = RW.reward_function(T.RUN)(lambda completions, **kw: [float("nan")])
-    assert wrapped(["a"]) == [0.0]
-
-
 # ====================================================================================
 # The TRL config
 # ====================================================================================
@@ -889,12 +650,3 @@ def test_per_turn_evaluations_are_not_logged_in_episode_mode(isolated, monkeypat
     T.get_lifestack_evaluation(GARBAGE, prompt)
     T.RUN.log.close()
     assert not (isolated / "generations.jsonl").exists()
-
-
-def test_every_constant_is_documented_and_the_count_is_right():
-    import re
-
-    doc = (ROOT / "docs" / "train_trl.md").read_text(encoding="utf-8")
-    rows = set(re.findall(r"^\| `([A-Z_0-9]+)` \|", doc, re.M))
-    assert rows == set(T.CONFIG_KEYS)
-    assert f"All {len(T.CONFIG_KEYS)} constants can be overridden." in doc

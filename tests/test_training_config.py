@@ -1,5 +1,7 @@
 """lifestack.training.config: --KEY=value overrides typed like the defaults, the checks
-validate_config runs (and the documented list of them), the device profile."""
+validate_config runs (and the documented list of them), the device profile, and
+build_config over the training script's constants (the CPU profile swapped in, what it
+replaced printed, ON_POLICY_STATES validated and kept out of an old run's fingerprint)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402  (the constants: the defaults the overrides are typed by)
 import lifestack.episodes as EP  # noqa: E402
 import lifestack.training.config as TC  # noqa: E402
+import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.run_state as RS  # noqa: E402
 
 DEFAULTS = T.default_config()
 
@@ -188,3 +192,78 @@ def test_the_documented_configuration_checks_are_validate_configs_in_order():
     assert items == keys
     assert f"The {len(keys)} checks, in order" in section
 
+
+# ------------------------------------------------------------------------------------
+# build_config: the script's constants, overrides, the CPU profile swapped in, validated
+# ------------------------------------------------------------------------------------
+def test_default_config_is_valid_and_deep_copied():
+    for world in (1, 2, 3, 4):
+        TC.validate_config(T.default_config(), world_size=world)
+    cfg = T.default_config()
+    cfg["LEARNING_RATES"].append(0.5)
+    cfg["CPU_PROFILE"]["N_STAGES"] = 99
+    assert T.default_config()["LEARNING_RATES"] == T.LEARNING_RATES
+    assert "N_STAGES" not in T.default_config()["CPU_PROFILE"]
+    assert set(cfg) == set(T.CONFIG_KEYS)
+
+
+def test_build_config_cpu_profile_swaps_in_its_values_except_overrides():
+    cfg = T.build_config([], profile="cpu")
+    assert cfg["_PROFILE"] == "cpu"
+    for key, value in T.CPU_PROFILE.items():
+        assert cfg[key] == value, key
+    for key in set(DEFAULTS) - set(T.CPU_PROFILE):
+        assert cfg[key] == DEFAULTS[key], key
+
+    cfg = T.build_config(["--MAX_COMPLETION_LENGTH=64", "--use_lora=True", "--N_STAGES=2"], profile="cpu")
+    assert cfg["MAX_COMPLETION_LENGTH"] == 64 and cfg["USE_LORA"] is True and cfg["N_STAGES"] == 2
+    assert cfg["N_PROMPTS_PER_STAGE"] == T.CPU_PROFILE["N_PROMPTS_PER_STAGE"]
+    assert cfg["LEARNING_RATES"] == T.CPU_PROFILE["LEARNING_RATES"]
+    assert T.default_config() == DEFAULTS  # nothing leaked into the constants
+
+
+def test_build_config_prints_what_the_cpu_profile_replaced(monkeypatch, capsys):
+    monkeypatch.setattr(T, "TEMPERATURE", 0.9)  # a user edited the constants block...
+    monkeypatch.setattr(T, "N_PROMPTS_PER_STAGE", 40)
+    cfg = T.build_config(["--N_PROMPTS_PER_STAGE=32"], profile="cpu")  # ...and overrode one of them
+    out = capsys.readouterr().out
+    assert cfg["TEMPERATURE"] == T.CPU_PROFILE["TEMPERATURE"] and cfg["N_PROMPTS_PER_STAGE"] == 32
+    assert "[setup]   TEMPERATURE: 0.9 -> 0.7" in out
+    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [0.0002]" in out
+    assert "N_PROMPTS_PER_STAGE" not in out  # the command line wins, so nothing was replaced
+    assert "N_EVAL_EPISODES" not in out  # the profile's value equals the default: not a replacement
+    changed = [k for k, v in T.CPU_PROFILE.items() if k != "N_PROMPTS_PER_STAGE" and v != T.default_config()[k]]
+    assert f"the CPU profile replaced {len(changed)} constants" in out
+    assert out.count("\n[setup]   ") == len(changed)
+    T.build_config([], profile="peft")
+    assert capsys.readouterr().out == ""  # the GPU profiles replace nothing
+
+
+def test_build_config_gpu_profile_keeps_defaults():
+    cfg = T.build_config([], profile="peft")
+    assert cfg.pop("_PROFILE") == "peft"
+    assert cfg == DEFAULTS
+    cfg = T.build_config(["--N_STAGES=3"], profile="peft")
+    assert cfg["N_STAGES"] == 3 and cfg["USE_LORA"] == DEFAULTS["USE_LORA"]
+
+
+def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
+    with pytest.raises(T.ConfigError) as err:
+        T.build_config(["--USE_VLLM=True"], profile="cpu")
+    assert str(err.value).startswith("USE_VLLM")
+    assert T.build_config(["--USE_VLLM=True"], profile="peft")["USE_VLLM"] is True
+    with pytest.raises(T.ConfigError) as err:
+        T.build_config(["--N_STAGES=0"], profile="cpu")
+    assert str(err.value).startswith("N_STAGES")
+
+
+def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
+    for bad in ("--ON_POLICY_STATES=-0.1", "--ON_POLICY_STATES=1.5", "--ON_POLICY_STATES=nan"):
+        with pytest.raises(T.ConfigError, match="ON_POLICY_STATES"):
+            T.build_config([bad], profile="cpu")
+    off = T.build_config(["--ON_POLICY_STATES=0.0"], profile="cpu")
+    assert "ON_POLICY_STATES" not in RS.run_settings(off)  # runs recorded before the setting still resume
+    assert EV.policy_advance(None, None, off) is None
+    on = T.build_config(["--ON_POLICY_STATES=0.5"], profile="cpu")
+    assert RS.run_settings(on)["ON_POLICY_STATES"] == 0.5
+    assert RS.config_fingerprint(RS.run_settings(on)) != RS.config_fingerprint(RS.run_settings(off))

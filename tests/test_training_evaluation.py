@@ -1,7 +1,8 @@
 """Tests for lifestack/training/evaluation.py that need no model: the final evaluation's
 starts played through the one episode engine (``model_eval.play_episodes``) that the
-model, the reference policies, evaluate.py and play.py share, and the reference policies'
-rows. The model's side of the evaluation is tested in test_train_model.py."""
+model, the reference policies, evaluate.py and play.py share, the reference policies'
+rows, and the on-policy advance (policy_advance, with a stand-in for the model's greedy
+answers). The model's side of the evaluation is tested in test_train_model.py."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import pytest
 from lifestack.env import LifeStackEnv
 from lifestack.policies import HONEST
 from lifestack.training.context import RunContext
+import lifestack.training.evaluation as EV
 from lifestack.training.evaluation import evaluation_starts, reference_episodes
 from lifestack.training.model_eval import play_episodes
+from script_run import T, heuristic_answers  # the script: its dataset and config take the on-policy advance
 
 GARBAGE = "not an action"
 
@@ -83,11 +86,49 @@ def run_context(horizon: int) -> RunContext:
 
 @pytest.mark.parametrize("horizon", [1, 2])
 def test_reference_rows_are_seeded_and_the_oracle_beats_random(horizon):
-    cfg = {"HORIZON": horizon}
-    first = reference_episodes(cfg, 20, 7, run_context(horizon))
-    again = reference_episodes(cfg, 20, 7, run_context(horizon))
+    first = reference_episodes(horizon, 20, 7, run_context(horizon))
+    again = reference_episodes(horizon, 20, 7, run_context(horizon))
     assert first == again
     assert set(first) == {"random", "heuristic", "oracle"}
     assert [r["difficulty"] for r in first["oracle"]] == [sc.difficulty for sc in evaluation_starts(20, 7)]
     mean = {name: sum(r["reward"] for r in rows) / len(rows) for name, rows in first.items()}
     assert mean["oracle"] > mean["random"]
+
+
+def test_policy_advance_plays_the_stage_model_greedily_and_says_so(monkeypatch, capsys):
+    calls = []
+
+    def fake_generate(model, tokenizer, prompts, max_new_tokens, **kw):  # the model's greedy answers
+        calls.append((model, kw))
+        return heuristic_answers(prompts)
+
+    monkeypatch.setattr(EV, "generate_completions", fake_generate)
+    model = type("Wrapped", (), {"module": "core"})()
+    advance = EV.policy_advance(model, "tok", T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu"))
+    ds = T.generate_dataset(10, 2, seed=21, advance=advance)
+    assert calls and all(m == "core" and kw == {} for m, kw in calls)  # unwrapped, greedy (no temperature)
+    assert len(ds) == 10 and "[on-policy]" in capsys.readouterr().out
+
+
+def test_policy_advance_gives_every_rank_rank_0s_states_by_replaying_its_answers(monkeypatch):
+    """Under torchrun rank 0 plays and sends only its answers (a Scenario holds mappingproxy
+    tables, which do not pickle); another rank replays them and must build the same dataset."""
+    import pickle
+
+    sent = []
+    monkeypatch.setattr(EV, "generate_completions", lambda model, tok, prompts, n, **kw: heuristic_answers(prompts))
+    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent.append(pickle.loads(pickle.dumps(obj))) or sent[-1])
+    cfg = T.build_config(["--ON_POLICY_STATES=1.0"], profile="cpu")
+    ds0 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
+    assert sent and all(isinstance(t, str) for batch in sent[0] for t in batch)
+
+    def must_not_generate(*a, **k):
+        raise AssertionError("only rank 0 generates")
+
+    monkeypatch.setattr(EV, "generate_completions", must_not_generate)
+    monkeypatch.setattr(EV, "is_main_process", lambda: False)
+    monkeypatch.setattr(EV, "broadcast_object", lambda obj: sent[0])
+    ds1 = T.generate_dataset(12, 3, seed=5, advance=EV.policy_advance(object(), "tok", cfg))
+    plain = T.generate_dataset(12, 3, seed=5)
+    assert ds1["prompt"] == ds0["prompt"]
+    assert ds0["prompt"] != plain["prompt"]  # the answers did move some states on

@@ -68,6 +68,19 @@ def test_card_has_hub_metadata_the_changes_the_curriculum_and_the_evaluation(tmp
     assert "AutoPeftModelForCausalLM.from_pretrained('me/model')" in gpu and "- lora" in gpu
 
 
+def test_card_prints_no_valid_json_figure_for_the_reference_policies_it_did_not_measure(tmp_path):
+    """The final evaluation measures the reference policies' mean reward and success, not
+    whether their answers parse: their valid-JSON cell says so instead of a figure."""
+    cfg = cfg_for(tmp_path)
+    card = MC.model_card(cfg, T.default_config(), {"stages": STAGES}, SUMMARY)
+    rows = [line for line in card.splitlines() if "(reference policy)" in line]
+    assert rows == ["| random (reference policy) | -0.200 | 0% | — |", "| oracle (reference policy) | +0.800 | 90% | — |"]
+    assert "—: not measured" in card
+    measured = {**SUMMARY, "references": {"oracle": {"mean": 0.8, "success": 0.9, "valid_json": 0.75}}}
+    card = MC.model_card(cfg, T.default_config(), {"stages": STAGES}, measured)
+    assert "| oracle (reference policy) | +0.800 | 90% | 75% |" in card and "not measured" not in card
+
+
 def test_finish_run_writes_the_card_copies_the_plots_and_lists_them_for_archiving(tmp_path):
     cfg = cfg_for(tmp_path)
     out = Path(cfg["OUTPUT_DIR"])

@@ -1,11 +1,13 @@
-"""lifestack.training.rewards: the wrapper every reward function shares, and the helper of
-the rewards that are one component of the task reward."""
+"""lifestack.training.rewards: the wrapper every reward function wears (finite, in [-1, 1],
+timed once) and the helper of the rewards that are one component of the task reward. The
+six reward functions themselves are the training script's (test_train_trl.py)."""
 
 from __future__ import annotations
 
 import itertools
 
 import lifestack.training.rewards as RW
+from lifestack.training.context import RunContext
 
 
 class Timer:
@@ -39,3 +41,14 @@ def test_a_component_reward_is_its_component_or_the_penalty_value():
     assert score({"breakdown": {"component.milestone": 0.75}}) == 0.75
     assert score({"breakdown": {"component.milestone": 0.75, "penalty.dead_end": -0.3}}) == -0.4
     assert score({"breakdown": {}}) == 0.0
+
+
+def test_reward_function_wrapper_keeps_rewards_finite_and_in_range():
+    wrapped = RW.reward_function(RunContext())(lambda completions, **kw: [float("inf"), float("-inf"), 3.0, -3.0, 0.25])
+    out = wrapped(["a"] * 5)
+    assert out == [1.0, -1.0, 1.0, -1.0, 0.25]
+
+
+def test_reward_function_wrapper_maps_nan_to_zero():
+    wrapped = RW.reward_function(RunContext())(lambda completions, **kw: [float("nan")])
+    assert wrapped(["a"]) == [0.0]

@@ -18,6 +18,10 @@
   policies (``scripts/evaluate.py``).
 - ``model_card``: the model card written with every final save.
 - ``publish``: the card, the plots and the upload at the end of a run (``PUSH_TO_HUB``).
+- ``learning_check``: the learning check's arms and measurements (``scripts/learning_check.py``).
+- ``learning_rule``: the learning check's judging rule, its tables and reports.
+- ``bench``: the GPU benchmark's model shape, builders, step clock and report lines
+  (``scripts/bench_gpu.py``, ``gpu_check.py``, ``gpu_rehearsal.py``).
 
 Nothing here imports torch, transformers, trl or peft at module level: they are imported
 inside the functions that need them, so ``import lifestack`` stays light.

@@ -207,7 +207,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
     summary["episodes"] = n
     won = lambda rows: sum(r.get("outcome") == "success" for r in rows) / n  # noqa: E731
     summary["trained_success"], summary["base_success"] = won(trained), won(base)
-    refs = reference_episodes(cfg, n, seed, run)
+    refs = reference_episodes(cfg["HORIZON"], n, seed, run)
     summary["references"] = {name: {"mean": sum(r["reward"] for r in rows) / n, "success": won(rows)}
                              for name, rows in refs.items()}
     log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
@@ -222,7 +222,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
 REFERENCE_POLICIES = ("random", "heuristic", "oracle")  # lifestack.policies.HONEST names; oracle: the greedy maximiser
 
 
-def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> dict[str, list[dict[str, Any]]]:
+def reference_episodes(horizon: int, n: int, seed: int, run: RunContext) -> dict[str, list[dict[str, Any]]]:
     """The reference policies on the final evaluation's starts, played through the same
     engine and scored as ``run_episodes`` scores a model (HORIZON = 1: mean step reward;
     HORIZON > 1: the episode task reward of a played conversation of up to HORIZON turns).
@@ -239,7 +239,7 @@ def reference_episodes(cfg: dict[str, Any], n: int, seed: int, run: RunContext) 
         rngs = [random.Random(seed + i) for i in range(n)]
         with run.in_phase("reference"):
             played = play_episodes(lambda live, policy=policy, rngs=rngs: [policy(ep.env, rngs[ep.played.start]) for ep in live],
-                                   starts, cfg["HORIZON"], regret=False)
+                                   starts, horizon, regret=False)
             out[name] = [{"difficulty": sc.difficulty, "reward": row["reward"], "outcome": row["outcome"]}
                          for sc, row in ((sc, episode_row(i, sc, p, run)) for i, (sc, p) in enumerate(zip(starts, played)))]
     return out

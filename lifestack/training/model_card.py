@@ -14,6 +14,7 @@ from typing import Any, Sequence
 from lifestack.training.decisions import decisions
 
 HIDDEN_KEYS = ("CPU_PROFILE",)  # a dict of values the CPU profile swapped in: shown as the swapped values
+NOT_MEASURED = "—"  # a table cell for a figure the run did not measure
 
 
 def changed_constants(cfg: dict[str, Any], defaults: dict[str, Any]) -> list[tuple[str, Any, Any]]:
@@ -82,8 +83,15 @@ def model_card(cfg: dict[str, Any], defaults: dict[str, Any], state: dict[str, A
                   f"{_pct(summary.get('trained_valid_json'))} |",
                   f"| {summary.get('start_model', 'start model')} | {_fmt(summary.get('base_mean'))} | "
                   f"{_pct(summary.get('base_success'))} | {_pct(summary.get('base_valid_json'))} |"]
-        for ref, row in (summary.get("references") or {}).items():
-            lines.append(f"| {ref} (reference policy) | {_fmt(row.get('mean'))} | {_pct(row.get('success'))} | 100% |")
+        references = summary.get("references") or {}
+        for ref, row in references.items():
+            # a reference row holds what the final evaluation measured of that policy (mean
+            # reward, success): a figure it did not measure is not printed
+            valid = _pct(row["valid_json"]) if "valid_json" in row else NOT_MEASURED
+            lines.append(f"| {ref} (reference policy) | {_fmt(row.get('mean'))} | {_pct(row.get('success'))} | {valid} |")
+        if any("valid_json" not in row for row in references.values()):
+            lines += ["", f"{NOT_MEASURED}: not measured (the final evaluation scores the reference policies' "
+                      "decisions, not whether their answers parse)."]
         lines += ["", "Evaluate it again, per difficulty and with intervals: "
                   "`python scripts/evaluate.py --model <this folder>`."]
     else:

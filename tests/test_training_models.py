@@ -1,0 +1,23 @@
+"""lifestack.training.models without a model: the precision rule (compute capability ->
+compute precision) and which weights train in fp32. Loading, saving and merging real
+(tiny) models are tested in test_train_model.py."""
+
+from __future__ import annotations
+
+import pytest
+
+import lifestack.training.models as MD
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((7, 5), "fp16"),  # T4: torch.cuda.is_bf16_supported() says True, but bf16 is only emulated
+    ((7, 0), "fp16"), ((6, 1), "fp16"), ((8, 0), "bf16"), ((8, 6), "bf16"), ((9, 0), "bf16"), (None, "fp32"),
+])
+def test_choose_precision_from_the_compute_capability(capability, expected):
+    assert MD.choose_precision(capability) == expected
+
+
+def test_trained_weights_are_fp32_only_a_lora_base_is_half():
+    for precision in ("fp32", "bf16", "fp16"):
+        assert MD.weight_precision(precision, lora=False) == "fp32"
+        assert MD.weight_precision(precision, lora=True) == precision
