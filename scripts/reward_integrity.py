@@ -46,7 +46,7 @@ def integrity_rows(per_difficulty: int = 20, seed: int = 5000, weights=None) -> 
     import train_trl as T  # the six reward functions
     from lifestack.training.watch import score_battery
 
-    weights = list(weights or T.REWARD_WEIGHTS)
+    weights = dict(weights or T.REWARD_WEIGHTS)
     rows = []
     for d in range(1, 6):
         for i in range(per_difficulty):

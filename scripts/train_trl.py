@@ -51,7 +51,7 @@ from lifestack.training.evaluation import (  # noqa: E402
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.rewards import (  # noqa: E402
-    EVALUATOR, REWARD_NAMES, component_reward, format_score, reward_function, valid_format_score,
+    EVALUATOR, REWARD_NAMES, chosen_rewards, component_reward, format_score, reward_function, valid_format_score,
 )
 from lifestack.training.run_state import RunPaths, last_checkpoint, start_run, write_json_atomic  # noqa: E402
 from lifestack.training.warm_start import warm_start  # noqa: E402
@@ -88,7 +88,10 @@ ON_POLICY_STATES = 0.0  # share of each stage's prompts at a state the stage's m
 ENV_URL = ""  # episode mode: play episodes on a `python -m lifestack.serve` server at this URL ("" = in-process)
 TEMPERATURE = 1.0  # sampling temperature for GRPO generations
 BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
-REWARD_WEIGHTS = [1.0, 0.5, 2.0, 1.0, 0.5, 0.5]  # format, plausibility, task, milestone, reasoning, feedback
+REWARD_WEIGHTS = {  # the rewards GRPO optimises, by name, and their weights (leave a name out to leave that reward out)
+    "reward_format_fn": 1.0, "reward_plausibility_fn": 0.5, "reward_task_success_fn": 2.0,
+    "reward_milestone_fn": 1.0, "reward_reasoning_fn": 0.5, "reward_human_feedback_fn": 0.5,
+}
 # --- logging, outputs, evaluation ----------------------------------------------------
 LOG_INTERVAL = 20  # every N-th reward evaluation is appended to LOG_DIR/generations.jsonl
 INTEGRITY_PROMPTS = 10  # reward-integrity watch: prompts the hack battery is scored on each stage (0: off)
@@ -186,7 +189,7 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, *, seed: int
 # =====================================================================================
 # The run context of this process: TRL calls the reward functions with a fixed signature,
 # so what they record (step, reward time, hack signatures, generations.jsonl) goes here.
-RUN = RunContext(reward_weights=list(REWARD_WEIGHTS))
+RUN = RunContext(reward_weights=dict(REWARD_WEIGHTS))
 
 
 def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
@@ -297,8 +300,8 @@ def reward_human_feedback_fn(completions: Sequence[Any], prompts: Sequence[Any] 
 
 REWARD_FUNCS = [reward_format_fn, reward_plausibility_fn, reward_task_success_fn,
                 reward_milestone_fn, reward_reasoning_fn, reward_human_feedback_fn]
-assert tuple(f.__name__ for f in REWARD_FUNCS) == REWARD_NAMES  # REWARD_WEIGHTS follow this order
-RUN.reward_funcs = REWARD_FUNCS  # the same list: what scores a logged line is what GRPO optimises
+assert tuple(f.__name__ for f in REWARD_FUNCS) == REWARD_NAMES  # the names REWARD_WEIGHTS may use
+RUN.score_lines_with(REWARD_FUNCS)  # generations.jsonl scores every line with all six, weighted as GRPO weights them
 
 
 # =====================================================================================
@@ -321,7 +324,8 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
         output_dir=str(output_dir), learning_rate=lrs[min(stage - 1, len(lrs) - 1)],
         per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
         num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
-        temperature=cfg["TEMPERATURE"], beta=cfg["BETA"], reward_weights=[float(w) for w in cfg["REWARD_WEIGHTS"]],
+        temperature=cfg["TEMPERATURE"], beta=cfg["BETA"],
+        reward_weights=[float(cfg["REWARD_WEIGHTS"][f.__name__]) for f in chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"])],
         num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
         report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=precision == "bf16", fp16=precision == "fp16",
         use_cpu=not cuda, remove_unused_columns=False,
@@ -352,7 +356,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=seeds.stage_prompts(cfg["SEED"], stage),
                                    advance=policy_advance(model, tokenizer, cfg))
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
-        trainer = GRPOTrainer(model=model, reward_funcs=REWARD_FUNCS, args=grpo_config(cfg, stage, paths.checkpoints(stage)),
+        trainer = GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]), args=grpo_config(cfg, stage, paths.checkpoints(stage)),
                               train_dataset=dataset, processing_class=tokenizer,
                               **episode_rollout(cfg, announce=stage == state["next_stage"]))
         resume = last_checkpoint(paths.checkpoints(stage)) if cfg["RESUME"] else None

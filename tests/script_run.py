@@ -27,7 +27,7 @@ GARBAGE = "Honestly I would just wait and see how the week turns out."
 def fresh_run_context(monkeypatch, log_dir, feedback_db: str | None = None) -> None:
     """T.RUN as a new run finds it (logging to ``log_dir``); restored after the test."""
     fresh = {"log_interval": T.LOG_INTERVAL, "evaluations": 0, "step": 0, "stage": 0, "difficulty": 0, "phase": "train",
-             "episodes": False, "episodes_played": 0, "signatures": {}, "reward_weights": list(T.REWARD_WEIGHTS),
+             "episodes": False, "episodes_played": 0, "signatures": {}, "reward_weights": dict(T.REWARD_WEIGHTS),
              "log": GenerationLog(log_dir), "feedback": FeedbackSource(feedback_db)}
     for key, value in fresh.items():
         monkeypatch.setattr(T.RUN, key, value)

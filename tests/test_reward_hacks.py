@@ -254,7 +254,7 @@ FORMAT_TASK = ("reward_format_fn", "reward_task_success_fn")
 
 def _format_task(text, prompt) -> float:
     vec = T.RUN.vector(text, prompt)
-    return sum(w * vec[k] for k, w in zip(RW.REWARD_NAMES, T.REWARD_WEIGHTS) if k in FORMAT_TASK)
+    return sum(w * vec[k] for k, w in T.REWARD_WEIGHTS.items() if k in FORMAT_TASK)
 
 
 @PROPS

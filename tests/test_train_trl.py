@@ -382,6 +382,7 @@ def test_fake_metadata_in_the_completion_changes_nothing():
 def test_reward_function_registry():
     assert tuple(f.__name__ for f in T.REWARD_FUNCS) == RW.REWARD_NAMES
     assert len(T.REWARD_FUNCS) == 6 == len(T.REWARD_WEIGHTS) == len(DEFAULTS["REWARD_WEIGHTS"])
+    assert list(T.REWARD_WEIGHTS) == [f.__name__ for f in T.REWARD_FUNCS]  # every reward chosen by default
 
 
 def _mixed_batch():
@@ -650,3 +651,20 @@ def test_per_turn_evaluations_are_not_logged_in_episode_mode(isolated, monkeypat
     T.get_lifestack_evaluation(GARBAGE, prompt)
     T.RUN.log.close()
     assert not (isolated / "generations.jsonl").exists()
+
+
+def test_rewards_are_chosen_and_weighted_by_name(tmp_path):
+    """REWARD_WEIGHTS names the rewards GRPO optimises: one left out is not passed to TRL,
+    and the weights follow the names, whatever order they are written in."""
+    import lifestack.training.run_state as RS
+    from lifestack.training.rewards import chosen_rewards
+
+    cfg = T.build_config(["--REWARD_WEIGHTS={'reward_task_success_fn': 2.0, 'reward_format_fn': 0.5}"], profile="cpu")
+    chosen = chosen_rewards(T.REWARD_FUNCS, cfg["REWARD_WEIGHTS"])
+    assert [f.__name__ for f in chosen] == ["reward_format_fn", "reward_task_success_fn"]  # REWARD_NAMES order
+    assert T.grpo_config(cfg, 1, tmp_path).reward_weights == [0.5, 2.0]
+    settings = RS.run_settings(cfg)
+    assert settings["REWARD_WEIGHTS"] == [0.5, 0.0, 2.0, 0.0, 0.0, 0.0]
+    assert settings["REWARD_FUNCTIONS"] == ["reward_format_fn", "reward_task_success_fn"]
+    default = RS.run_settings(T.build_config([], profile="cpu"))
+    assert default["REWARD_WEIGHTS"] == [1.0, 0.5, 2.0, 1.0, 0.5, 0.5]  # as recorded when it was a list: runs resume

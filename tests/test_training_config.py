@@ -39,7 +39,8 @@ def cfg_with(**changes):
     ("--MODEL_NAME=[1, 2]", "MODEL_NAME", "[1, 2]"),  # a str is taken raw, not evaluated
     ("--OUTPUT_DIR=./out=x", "OUTPUT_DIR", "./out=x"),  # split on the first '=' only
     ("--LEARNING_RATES=[1e-4, 2e-5, 3]", "LEARNING_RATES", [1e-4, 2e-5, 3.0]),
-    ("--REWARD_WEIGHTS=[1, 0.5, 2, 1, 0, 0]", "REWARD_WEIGHTS", [1.0, 0.5, 2.0, 1.0, 0.0, 0.0]),
+    ("--REWARD_WEIGHTS={'reward_format_fn': 1, 'reward_task_success_fn': 2.5}", "REWARD_WEIGHTS",
+     {"reward_format_fn": 1, "reward_task_success_fn": 2.5}),
     ("--n_stages=2", "N_STAGES", 2),  # names are case-insensitive
     ("--Seed=7", "SEED", 7),
 ])
@@ -108,10 +109,11 @@ def test_parse_overrides_pathological_nesting_is_a_config_error():
     (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 3}, 1),
     (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"PER_DEVICE_BATCH_SIZE": 2}, 3),  # 2 x 1 x 3 = 6, not % 4
     (("NUM_GENERATIONS", "PER_DEVICE_BATCH_SIZE"), {"NUM_GENERATIONS": 8}, 3),  # 4 x 1 x 3 = 12, not % 8
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 5}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0] * 7}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [1.0, 1.0, float("nan"), 1.0, 1.0, 1.0]}, 1),
-    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": [0.0] * 6}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": {"reward_format": 1.0}}, 1),  # not a reward's name
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": {"reward_format_fn": float("nan")}}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": {"reward_format_fn": 0.0, "reward_task_success_fn": 0}}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": {}}, 1),
+    (("REWARD_WEIGHTS",), {"REWARD_WEIGHTS": {"reward_format_fn": "1"}}, 1),
     (("LEARNING_RATES",), {"LEARNING_RATES": []}, 1),
     (("LEARNING_RATES",), {"LEARNING_RATES": [5e-6, -1e-6]}, 1),
     (("MAX_COMPLETION_LENGTH",), {"MAX_COMPLETION_LENGTH": 4}, 1),

@@ -57,7 +57,7 @@ def test_a_policy_episode_is_the_package_episode_scored_by_the_six_rewards(score
     for v, t in zip(views, ref.turns):
         assert v.rewards == reward_vector(T.REWARD_FUNCS, t.completion, t.prompt)
         assert list(v.rewards) == list(REWARD_NAMES)
-        assert v.total == pytest.approx(sum(w * v.rewards[n] for n, w in zip(REWARD_NAMES, T.REWARD_WEIGHTS)))
+        assert v.total == pytest.approx(sum(w * v.rewards[n] for n, w in T.REWARD_WEIGHTS.items()))
         assert v.parts == [(k, x) for k, x in t.breakdown.items() if k.startswith(("component.", "penalty."))
                            and isinstance(x, float) and abs(x) > 1e-9]
     s = D.summary(played[-1][0], policy)
@@ -148,7 +148,9 @@ def test_seeds_and_settings_are_checked():
     with pytest.raises(ValueError, match="policy"):
         D.policy_answer("lazy", 1)
     with pytest.raises(ValueError, match="six reward functions"):
-        D.Scorer(T.REWARD_FUNCS[:5], T.REWARD_WEIGHTS[:5])
+        D.Scorer(T.REWARD_FUNCS[:5], T.REWARD_WEIGHTS)
+    with pytest.raises(ValueError, match="unknown rewards"):
+        D.Scorer(T.REWARD_FUNCS, {"reward_typo_fn": 1.0})
 
 
 def test_a_run_folder_shows_its_card_tables_and_plots(tmp_path):
@@ -184,7 +186,7 @@ def test_the_demo_script_binds_to_localhost_and_refuses_a_bad_model(tmp_path, ca
 
 def test_the_demo_scores_with_the_training_scripts_rewards():
     scorer = S.scorer()
-    assert list(scorer.funcs) == list(T.REWARD_FUNCS) and list(scorer.weights) == list(T.REWARD_WEIGHTS)
+    assert list(scorer.funcs) == list(T.REWARD_FUNCS) and dict(scorer.weights) == T.REWARD_WEIGHTS
     with scorer.quiet():
         assert T.RUN.phase == "rescore"
 

@@ -81,7 +81,7 @@ def run_context(horizon: int) -> RunContext:
         return RunContext()
     from script_run import T  # the script, imported as the other reward-path tests import it
 
-    return RunContext(reward_weights=list(T.REWARD_WEIGHTS), reward_funcs=T.REWARD_FUNCS)
+    return RunContext(reward_weights=dict(T.REWARD_WEIGHTS), reward_funcs=T.REWARD_FUNCS)
 
 
 @pytest.mark.parametrize("horizon", [1, 2])

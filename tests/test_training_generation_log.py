@@ -45,7 +45,7 @@ def test_generation_log_every_interval(isolated):
         assert rec["grpo_rewards"]["reward_task_success_fn"] == pytest.approx(rewards[idx])
         assert list(rec["grpo_rewards"]) == list(RW.REWARD_NAMES)
         vec = T.RUN.vector(pairs[idx][0], pairs[idx][1])
-        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in zip(RW.REWARD_NAMES, T.REWARD_WEIGHTS)))
+        assert rec["grpo_reward"] == pytest.approx(sum(w * vec[k] for k, w in T.REWARD_WEIGHTS.items()))
         assert rec["action"]["action_type"] in ACTION_TYPES
         assert isinstance(rec["task_breakdown"], dict) and "total" in rec["task_breakdown"]
         assert PR.METADATA_OPEN not in rec["prompt_head"] and rec["prompt_head"].startswith("GOAL:")

@@ -94,7 +94,7 @@ def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
     changes = {"MODEL_NAME": "org/other", "_PROFILE": "peft", "USE_LORA": True, "LORA_RANK": 8, "LORA_ALPHA": 16,
                "LOAD_IN_4BIT": False, "SEED": 7, "START_DIFFICULTY": 2, "N_PROMPTS_PER_STAGE": 17,
                "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
-               "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": [1.0] * 6,
+               "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": {name: 1.0 for name in RW.REWARD_NAMES},
                "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8,
                "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "heuristic"}
     assert set(changes) >= set(RS.RUN_SETTING_KEYS)

@@ -262,7 +262,7 @@ def grpo_args(T, run: Mapping[str, Any], output_dir: Path, cuda: bool, bf16: boo
         per_device_train_batch_size=run["batch"], gradient_accumulation_steps=1,
         num_generations=run["num_generations"], max_completion_length=run["max_completion_length"],
         temperature=float(getattr(T, "TEMPERATURE", 1.0)), beta=float(getattr(T, "BETA", 0.0)),
-        reward_weights=[float(w) for w in T.REWARD_WEIGHTS] + ([PROBE_WEIGHT] if probe else []),
+        reward_weights=[float(T.REWARD_WEIGHTS.get(f.__name__, 0.0)) for f in T.REWARD_FUNCS] + ([PROBE_WEIGHT] if probe else []),
         max_steps=run["steps"], num_train_epochs=1, logging_steps=1, save_strategy="no", report_to="none",
         seed=run["seed"], data_seed=run["seed"], bf16=cuda and bf16, fp16=cuda and not bf16, use_cpu=not cuda,
         remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,

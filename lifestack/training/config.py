@@ -120,8 +120,10 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(finite(cfg["TEMPERATURE"]) and cfg["TEMPERATURE"] > 0, "TEMPERATURE", "must be > 0")
     need(finite(cfg["BETA"]) and cfg["BETA"] >= 0, "BETA", "must be >= 0")
     w = cfg["REWARD_WEIGHTS"]
-    need(len(w) == len(REWARD_NAMES) and all(finite(x) for x in w) and any(x != 0 for x in w), "REWARD_WEIGHTS",
-         f"must be {len(REWARD_NAMES)} finite numbers, not all zero, in the order {', '.join(REWARD_NAMES)}")
+    need(isinstance(w, dict) and set(w) <= set(REWARD_NAMES), "REWARD_WEIGHTS",
+         f"must map reward names to weights; the names are {', '.join(REWARD_NAMES)}")
+    need(all(finite(x) for x in w.values()) and any(x != 0 for x in w.values()), "REWARD_WEIGHTS",
+         "must hold finite weights, not all zero")
     need(cfg["LOG_INTERVAL"] >= 1, "LOG_INTERVAL", "must be at least 1")
     need(0 <= cfg["INTEGRITY_PROMPTS"] <= 1000, "INTEGRITY_PROMPTS", "must be in [0, 1000] (0 turns the integrity watch off)")
     need(cfg["SAVE_STEPS"] >= 1, "SAVE_STEPS", "must be at least 1")

@@ -59,8 +59,8 @@ class RunContext:
     phase: str = "train"
     episodes: bool = False  # episode mode (HORIZON > 1): whole episodes are logged, not single evaluations
     log_interval: int = 20  # every N-th fresh evaluation (or played episode) goes to generations.jsonl
-    reward_weights: list[float] = field(default_factory=list)
-    reward_funcs: list[Callable] = field(default_factory=list)  # the six, in REWARD_NAMES order
+    reward_weights: dict[str, float] = field(default_factory=dict)  # REWARD_WEIGHTS: the rewards GRPO optimises, by name
+    reward_funcs: list[Callable] = field(default_factory=list)  # all six, in REWARD_NAMES order: what scores a logged line
     reward_seconds: float = 0.0  # wall time spent in reward code, all stages
     evaluations: int = 0  # fresh evaluations seen (the generation log samples them)
     episodes_played: int = 0
@@ -73,7 +73,7 @@ class RunContext:
         """Take a run's settings: where it logs, how often, its reward weights, its mode."""
         self.log.open(cfg["LOG_DIR"])
         self.log_interval = cfg["LOG_INTERVAL"]
-        self.reward_weights = list(cfg["REWARD_WEIGHTS"])
+        self.reward_weights = dict(cfg["REWARD_WEIGHTS"])
         self.episodes = decisions(cfg["HORIZON"]).episodes
 
     @contextlib.contextmanager
@@ -88,6 +88,14 @@ class RunContext:
             yield
         finally:
             self.phase, self.episodes = before
+
+    def score_lines_with(self, funcs: Sequence[Callable]) -> None:
+        """The reward functions a logged line is scored with: the training script's six, in
+        REWARD_NAMES order (each line shows all six and the total GRPO optimises)."""
+        names = tuple(f.__name__ for f in funcs)
+        if names != REWARD_NAMES:
+            raise ValueError(f"a logged line is scored with the six rewards {REWARD_NAMES}, got {names}")
+        self.reward_funcs = list(funcs)
 
     # --- what the reward functions report -------------------------------------------
     def observe(self, ptext: str, ctext: str, result: dict) -> None:
@@ -127,7 +135,7 @@ class RunContext:
         return {**self._where(), "evaluation": self.evaluations, "prompt_head": strip_metadata(ptext).strip()[:300],
                 "completion": ctext[:4000], "action": action.to_dict() if action else None,
                 "grpo_reward": self.weighted(components), "grpo_rewards": components,
-                "grpo_weights": dict(zip(REWARD_NAMES, self.reward_weights)),
+                "grpo_weights": dict(self.reward_weights),
                 "task_reward": result["reward"], "task_breakdown": result["breakdown"]}
 
     def log_rollout(self, episodes: Sequence[Episode], _outputs: Any = None) -> None:
@@ -158,5 +166,5 @@ class RunContext:
             "domain": record["domain"], "prompt_head": turns[0]["prompt_head"] if turns else "",
             "turns": turns, "outcome": record["outcome"],
             "grpo_reward": self.weighted(total), "grpo_rewards": total,
-            "grpo_weights": dict(zip(REWARD_NAMES, self.reward_weights)), "task_reward": total[OUTCOME_REWARD],
+            "grpo_weights": dict(self.reward_weights), "task_reward": total[OUTCOME_REWARD],
         })

@@ -28,7 +28,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from lifestack.actions import ACTION_TYPES
 from lifestack.env import LifeStackEnv
@@ -69,22 +69,23 @@ class Scorer:
     neither counts nor logs anything (the training script's ``RUN.in_phase("rescore")``)."""
 
     funcs: Sequence[Callable]
-    weights: Sequence[float]
+    weights: Mapping[str, float]  # REWARD_WEIGHTS: the rewards GRPO optimises, by name
     quiet: Callable[[], ContextManager] = contextlib.nullcontext
 
     def __post_init__(self) -> None:
         names = tuple(f.__name__ for f in self.funcs)
         if names != REWARD_NAMES:
             raise ValueError(f"expected the six reward functions {REWARD_NAMES}, got {names}")
-        if len(self.weights) != len(self.funcs):
-            raise ValueError(f"{len(self.weights)} weights for {len(self.funcs)} reward functions")
+        unknown = set(self.weights) - set(REWARD_NAMES)
+        if unknown:
+            raise ValueError(f"weights for unknown rewards: {', '.join(sorted(unknown))}")
 
     def vector(self, completion: str, prompt: Any) -> dict[str, float]:
         with self.quiet():
             return reward_vector(self.funcs, completion, prompt)
 
     def total(self, rewards: dict[str, float]) -> float:
-        return sum(w * rewards[name] for name, w in zip(REWARD_NAMES, self.weights))
+        return sum(w * rewards[name] for name, w in self.weights.items())
 
 
 # -- what a turn shows -------------------------------------------------------------------
@@ -457,18 +458,18 @@ def _answer_text(completion: str) -> str:
     return json.dumps(obj, indent=2) if isinstance(obj, dict) else completion
 
 
-def rewards_html(view: TurnView, weights: Sequence[float] | None = None) -> str:
+def rewards_html(view: TurnView, weights: Mapping[str, float] | None = None) -> str:
     rows = "".join(
         f"<tr data-reward='{_e(name)}'><td>{_e(REWARD_LABELS[name])}</td>"
         + (f"<td class='ls-dim'>x{w:g}</td>" if weights is not None else "")
         + f"<td class='ls-num ls-grpo-value'>{signed(view.rewards[name])}</td></tr>"
-        for name, w in zip(REWARD_NAMES, weights or [None] * len(REWARD_NAMES)))
+        for name, w in ((n, weights.get(n, 0.0) if weights is not None else None) for n in REWARD_NAMES))
     return (f"<table class='ls-grpo'><tr><th colspan='3'>six GRPO rewards</th></tr>{rows}"
             f"<tr class='ls-grpo-total'><td>weighted total</td>{'<td></td>' if weights is not None else ''}"
             f"<td class='ls-num'>{signed(view.total)}</td></tr></table>")
 
 
-def turn_html(view: TurnView, weights: Sequence[float] | None = None, show_state: bool = True) -> str:
+def turn_html(view: TurnView, weights: Mapping[str, float] | None = None, show_state: bool = True) -> str:
     parts = "".join(f"<tr><td>{_e(k.split('.', 1)[1])}</td><td class='ls-num'>{signed(v)}</td></tr>"
                     for k, v in view.parts) or "<tr><td class='ls-dim'>none</td></tr>"
     info = "".join(f"<li>{_e(m)}</li>" for m in view.info) or "<li class='ls-dim'>nothing happened</li>"
@@ -514,7 +515,7 @@ def comparison_html(summaries: Sequence[Summary]) -> str:
             f"<th>mean step reward</th><th>milestones</th><th>budget kept</th></tr>{rows}</table>")
 
 
-def episode_html(player: str, views: Sequence[TurnView], weights: Sequence[float] | None = None,
+def episode_html(player: str, views: Sequence[TurnView], weights: Mapping[str, float] | None = None,
                  done: Summary | None = None, pending: str = "") -> str:
     body = "".join(turn_html(v, weights) for v in views) + pending
     tail = summary_html(done) if done is not None else ""

@@ -43,7 +43,7 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
     if default_player not in players:
         raise ValueError(f"player must be one of {', '.join(players)}, got {default_player!r}")
     model_label = f"model ({model_name})" if model_name else D.MODEL_PLAYER
-    weights = list(scorer.weights)
+    weights = dict(scorer.weights)
 
     def label(player: str) -> str:
         return model_label if player == D.MODEL_PLAYER else player

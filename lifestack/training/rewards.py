@@ -1,5 +1,5 @@
 """What the six reward functions of ``scripts/train_trl.py`` share, apart from the
-functions themselves: their names in REWARD_WEIGHTS order, the graded format score, the
+functions themselves: their names (REWARD_WEIGHTS chooses and weights them by name), the graded format score, the
 wrapper that clips, times and (in episode mode) aggregates each of them per episode, and
 the helpers that score one completion or one played episode with all six.
 
@@ -13,7 +13,7 @@ import functools
 import re
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from lifestack.actions import ACTION_FIELDS, LifeStackAction, find_json_object
 from lifestack.episodes import Episode
@@ -21,7 +21,7 @@ from lifestack.evaluation import EVAL_CACHE_SIZE, PROMPT_CACHE_SIZE, Evaluator, 
 from lifestack.prompts import strip_metadata
 from lifestack.value import episode_reward
 
-REWARD_NAMES = (  # the order of REWARD_FUNCS and REWARD_WEIGHTS
+REWARD_NAMES = (  # the order of REWARD_FUNCS; the names REWARD_WEIGHTS chooses and weights by
     "reward_format_fn",
     "reward_plausibility_fn",
     "reward_task_success_fn",
@@ -150,6 +150,12 @@ def episode_reward_vector(funcs: Sequence[Callable], episode: Episode) -> dict[s
     return {f.__name__: f([""], prompts=[""], turns=turns, episode_outcome=outcome)[0] for f in funcs}
 
 
-def weighted_reward(rewards: dict[str, float], weights: Sequence[float]) -> float:
-    """The total GRPO optimises for one completion: sum of weight x reward, in REWARD_NAMES order."""
-    return sum(w * rewards[name] for name, w in zip(REWARD_NAMES, weights))
+def weighted_reward(rewards: dict[str, float], weights: Mapping[str, float]) -> float:
+    """The total GRPO optimises for one completion: the sum of weight x reward over the
+    rewards REWARD_WEIGHTS names."""
+    return sum(w * rewards[name] for name, w in weights.items())
+
+
+def chosen_rewards(funcs: Sequence[Callable], weights: Mapping[str, float]) -> list[Callable]:
+    """The reward functions REWARD_WEIGHTS names, in REWARD_NAMES order: what GRPO optimises."""
+    return [f for f in funcs if f.__name__ in weights]

@@ -102,7 +102,10 @@ def run_settings(cfg: dict[str, Any]) -> dict[str, Any]:
     """What a curriculum state records about the configuration that wrote it."""
     settings = {key: cfg[key] for key in RUN_SETTING_KEYS}
     settings["COMPLETIONS_PER_STEP"] = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]  # per process
-    settings["REWARD_FUNCTIONS"] = list(REWARD_NAMES)
+    # the weights as one number per reward (0 where left out) and the rewards chosen: a run
+    # recorded when REWARD_WEIGHTS was a list of six keeps its fingerprint
+    settings["REWARD_WEIGHTS"] = [cfg["REWARD_WEIGHTS"].get(name, 0.0) for name in REWARD_NAMES]
+    settings["REWARD_FUNCTIONS"] = [name for name in REWARD_NAMES if name in cfg["REWARD_WEIGHTS"]]
     settings.update(decisions(cfg["HORIZON"]).settings())  # HORIZON only when > 1: single-step fingerprints hold
     if cfg["ON_POLICY_STATES"] > 0:  # likewise
         settings["ON_POLICY_STATES"] = cfg["ON_POLICY_STATES"]
