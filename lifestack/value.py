@@ -41,6 +41,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from .cache import cache_put
 from .env import EpisodeState, LifeStackEnv, Observation
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .reward import clip, soft_floor
@@ -121,7 +122,6 @@ def continue_episode(env: LifeStackEnv, start: EpisodeState, first_reward: float
     What the continuation earns depends only on the state it starts from (and the
     start's milestones and resources, which the outcome compares against), so it is
     cached per state (bounded, first in first out)."""
-    from .evaluation import cache_put
     from .policies import heuristic  # policies import the env; keep this module's import light
 
     round_state(env.state)
