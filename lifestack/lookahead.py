@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .actions import ACTION_TYPES
-from .env import EpisodeState, LifeStackEnv
+from .env import EpisodeState, LifeStackEnv, round_state
 from .value import episode_outcome, episode_reward
 from .policies import planned_action, worst_metrics
-from .scenarios import round_state
 from .tasks import Task
 
 

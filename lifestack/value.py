@@ -42,10 +42,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from .cache import cache_put
-from .env import EpisodeState, LifeStackEnv, Observation
+from .env import EpisodeState, LifeStackEnv, Observation, round_state
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .reward import clip, soft_floor
-from .scenarios import round_state
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
