@@ -21,9 +21,9 @@ from typing import Callable
 
 from .actions import ACTION_TYPES
 from .env import EpisodeState, LifeStackEnv, round_state
-from .value import episode_outcome, episode_reward
-from .policies import planned_action, worst_metrics
+from .heuristic import planned_action, worst_metrics
 from .tasks import Task
+from .value import episode_outcome, episode_reward
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,11 @@ from typing import Any, Mapping
 
 from .conflicts import ConflictEvent, generate_conflict, get_conflict
 from .env import EpisodeState, LifeStackEnv, round_state
+from .heuristic import heuristic
 from .task_index import task_index
 from .generator import DOMAINS, TaskGenerator
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
+from .policies import random_valid
 from .tasks import Task
 
 METADATA_VERSION = 1
@@ -44,8 +46,6 @@ class Scenario:
 
 def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, generator: TaskGenerator | None = None) -> Scenario:
     """A seeded, varied pre-action state at ``difficulty``."""
-    from .policies import heuristic, random_valid  # policies import env; keep this module light
-
     rng = random.Random(seed)
     domain = domain or DOMAINS[rng.randrange(len(DOMAINS))]
     task = (generator or TaskGenerator()).generate(domain, difficulty, seed)
