@@ -2,6 +2,29 @@
 
 Importable without torch. See docs/lifestack.md for the model of the world and
 docs/rewards.md for how actions are scored.
+
+The modules in layers, lowest first: a module imports only modules on lines above its
+own, wherever the import stands (tests/test_layering.py checks this, and that no module
+of the package, training included, takes part in an import cycle):
+
+    metrics, tasks, cache, qwen_tokens
+    actions, conflicts, generator, graph
+    reward, faithfulness, diversity, feedback
+    task_index
+    env
+    heuristic
+    value, hacks
+    policies, lookahead
+    scenarios
+    prompts
+    evaluation, onpolicy
+    episodes
+    calibrate, client, rollout, service
+    serve
+    training
+
+``training`` is the package of the trainer's machinery; this module re-exports the
+simulation's main names from the layers below.
 """
 
 from .actions import ACTION_TYPES, LifeStackAction, parse_action

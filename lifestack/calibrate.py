@@ -24,6 +24,7 @@ import sys
 from statistics import mean
 
 from .env import LifeStackEnv
+from .episodes import MAX_HORIZON, Episode, play
 from .hacks import HACK_POLICIES
 from .policies import HONEST
 from .scenarios import sample_scenario
@@ -57,8 +58,6 @@ def closed_loop(n_episodes: int = 24, seed: int = 2000, horizon: int | None = No
     """Per difficulty and honest policy: ``{"success": share of episodes that end in
     success, "episode_reward": mean episode task reward}`` over ``n_episodes`` seeded
     closed-loop episodes (the same starts for every policy)."""
-    from .episodes import MAX_HORIZON, Episode, play  # episodes import the evaluation, which imports this package's core
-
     horizon = horizon or MAX_HORIZON  # every task ends by itself before it
 
     table: dict[int, dict[str, dict]] = {}

@@ -20,6 +20,7 @@ from typing import Any, Mapping, NamedTuple
 from .actions import LifeStackAction, with_notes, parse_action
 from .conflicts import ConflictEvent
 from .faithfulness import faithfulness
+from .generator import TaskGenerator
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
 from .reward import (
@@ -128,6 +129,15 @@ def _state_field_codecs() -> tuple[tuple[str, Any, Any], ...]:
 _STATE_FIELDS = _state_field_codecs()
 
 
+def round_state(state: EpisodeState) -> None:
+    """Round ``state``'s metrics and resources to two decimals, in place."""
+    # Rounded once per rendered state (a sampled scenario, and after each episode step),
+    # so the prompt, the metadata and the rebuilt state agree exactly.
+    state.metrics = {p: round(v, 2) for p, v in state.metrics.items()}
+    state.resources = {k: round(v, 2) for k, v in state.resources.items()}
+    state.derived = None  # facts derived from the unrounded values no longer apply
+
+
 class Acted(NamedTuple):
     """What acting did (LifeStackEnv._act): an unaffordable action did nothing."""
 
@@ -195,8 +205,6 @@ class LifeStackEnv:
         options = dict(options or {})
         seed = 0 if seed is None else int(seed)
         if task is None:
-            from .generator import TaskGenerator
-
             task = TaskGenerator().generate(options.get("domain", "flight_crisis"), int(options.get("difficulty", 1)), seed)
         missing = missing_task_fields(task)
         if missing:

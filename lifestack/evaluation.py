@@ -3,7 +3,7 @@
 A GRPO step scores every completion with six reward functions, and all six read the
 same evaluation; a group shares one prompt. So the rebuilt state is cached per prompt
 text and the evaluation per (prompt, completion). Both caches are bounded and
-insertion-ordered (first in, first out).
+insertion-ordered (first in, first out: :func:`lifestack.cache.cache_put`).
 
 Only the prompt's ``<SYSTEM_METADATA>`` block is read (``lifestack.prompts``): a
 completion cannot change the state it is scored against, and a metadata block a
@@ -12,12 +12,12 @@ completion carries is removed and noted (``injected_metadata``, which costs form
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 from typing import Any, Callable
 
 from .actions import LifeStackAction, parse_action, with_notes
+from .cache import cache_put
 from .env import EpisodeState, LifeStackEnv
 from .generator import TaskGenerator
 from .metrics import pressured_domain
@@ -31,15 +31,6 @@ PROMPT_CACHE_SIZE = 4096
 EVAL_CACHE_SIZE = 8192  # six reward functions read one batch: a few hundred entries suffice
 
 Context = tuple[Task, EpisodeState, dict]
-
-
-def cache_put(cache: dict, key: Any, value: Any, limit: int) -> None:
-    """First in, first out: past ``limit`` the oldest quarter goes in one sweep (cheaper
-    than one eviction per insert on this per-completion path)."""
-    cache[key] = value
-    if len(cache) > limit:
-        for old in list(itertools.islice(cache, len(cache) - limit * 3 // 4)):
-            del cache[old]
 
 
 def parse_completion(text: str) -> tuple[LifeStackAction | None, str | None]:

@@ -24,7 +24,7 @@ from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_H
 from .task_index import task_index
 from .faithfulness import AMBIGUOUS_TYPES, METRIC_PHRASES
 from .metrics import METRIC_PATHS, domain_of
-from .policies import heuristic, raw_delta, worst_metrics
+from .heuristic import heuristic, raw_delta, worst_metrics
 from .reward import FUNCTION_WORDS, RESOURCE_WORDS, VOCABULARY, vocabulary_of, words_of
 
 Hack = Callable[[dict[str, Any], "HackContext"], str]

@@ -20,11 +20,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .actions import ACTION_TYPES
-from .env import EpisodeState, LifeStackEnv
-from .value import episode_outcome, episode_reward
-from .policies import planned_action, worst_metrics
-from .scenarios import round_state
+from .env import EpisodeState, LifeStackEnv, round_state
+from .heuristic import planned_action, worst_metrics
 from .tasks import Task
+from .value import episode_outcome, episode_reward
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ import random
 from dataclasses import replace
 from typing import Callable, Sequence
 
-from .env import LifeStackEnv
+from .env import LifeStackEnv, round_state
 from .prompts import build_prompt
-from .scenarios import Scenario, round_state
+from .scenarios import Scenario
 
 Answer = Callable[[list[list[dict]]], list[str]]  # a batch of chat prompts -> one answer each
 

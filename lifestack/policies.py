@@ -1,136 +1,33 @@
-"""Reference policies: oracle, heuristic, random, lazy and the reward-hacking patterns.
+"""Reference policies: oracle, rollout, heuristic, random, lazy, and their catalogs
+(``HONEST``, the warm start's ``DEMONSTRATORS``).
 
 They are used to calibrate the reward (``python -m lifestack.calibrate``), to roll
 episodes forward when the trainer builds varied prompts, and to write demonstrations
 for the warm start. Each returns the *completion text* a model would write, so it goes
 through exactly the same parser as a model's answer.
+
+The heuristic and the honest answer it writes are :mod:`lifestack.heuristic`'s: the value
+plays the heuristic as its reference continuation. The oracle and the rollout policy
+search by that value (:mod:`lifestack.value`), so this module sits above it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from typing import Callable
 
 from .actions import ACTION_TYPES
-from .env import FREE_EFFECT, POINTS_PER_DOLLAR, POINTS_PER_ENERGY, POINTS_PER_HOUR, LifeStackEnv
-from .metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, domain_of, goodness
-
-# The action type that naturally helps each domain when no route step is due.
-DOMAIN_ACTION = {
-    "career": "delegate",
-    "finances": "negotiate",
-    "relationships": "communicate",
-    "physical_health": "rest",
-    "mental_wellbeing": "rest",
-    "time": "reschedule",
-}
-
-
-def worst_metrics(env: LifeStackEnv, n: int = 2) -> list[str]:
-    m = env.state.metrics
-    return sorted(METRIC_PATHS, key=lambda p: goodness(p, m[p]))[:n]
-
-
-def raw_delta(path: str, good: float) -> float:
-    """The raw change that improves ``path``'s goodness by ``good`` points."""
-    return -good if path in INVERTED_METRICS else good
-
-
-def _words(path: str) -> str:
-    return path.split(".")[1].replace("_", " ")
-
-
-def paid_cost(env: LifeStackEnv, points: float, share: float = 0.3) -> tuple[dict[str, float], float]:
-    """A cost that pays for ``points`` of claimed gain, spending at most ``share`` of each resource.
-
-    Returns the cost and the points it actually pays for.
-    """
-    res = env.state.resources
-    need = max(points - FREE_EFFECT, 0.0)
-    hours = round(min(need / POINTS_PER_HOUR * 0.5, res["time"] * share), 1)
-    need -= hours * POINTS_PER_HOUR
-    energy = round(min(max(need, 0.0) * 0.3 / POINTS_PER_ENERGY, res["energy"] * share), 1)
-    need -= energy * POINTS_PER_ENERGY
-    money = round(min(max(need, 0.0) / POINTS_PER_DOLLAR, res["money"] * share))
-    need -= money * POINTS_PER_DOLLAR
-    cost = {"time": max(hours, 0.0), "money": float(max(money, 0)), "energy": max(energy, 0.0)}
-    return cost, points - max(need, 0.0)
-
-
-def exact_cost(cost: dict[str, float], claimed: float) -> dict[str, float]:
-    """``cost`` trimmed so that it pays for exactly ``claimed`` points (to the cent).
-
-    An honest answer claims what it pays for, no more and no less: then any further claim
-    is unpaid, and costs reward (docs/rewards.md, "Free token claims").
-    """
-    rest = max(claimed - FREE_EFFECT, 0.0)
-    hours = min(cost["time"], math.floor(rest / POINTS_PER_HOUR * 10) / 10)
-    rest -= hours * POINTS_PER_HOUR
-    energy = min(cost["energy"], math.floor(max(rest, 0.0) / POINTS_PER_ENERGY * 10) / 10)
-    rest -= energy * POINTS_PER_ENERGY
-    money = math.ceil(round(max(rest, 0.0) / POINTS_PER_DOLLAR * 100, 6)) / 100
-    return {"time": hours, "money": money, "energy": energy}
-
-
-def completion(action_type: str, target: str, route: str | None, changes: dict[str, float],
-               cost: dict[str, float], reasoning: str) -> str:
-    return json.dumps({"action_type": action_type, "target_domain": target, "route": route,
-                       "metric_changes": {p: round(d, 2) for p, d in changes.items()},
-                       "resource_cost": cost, "reasoning": reasoning})
-
-
-def _event_phrase(env: LifeStackEnv) -> str:
-    if not env.state.events_fired:
-        return ""
-    last = env.state.events_fired[-1].replace("_", " ")
-    return f"After {last}: "
-
-
-def planned_action(env: LifeStackEnv, route: str | None, action_type: str, metrics: list[str],
-                   points_each: float, share: float = 0.3) -> str:
-    """An honest action: improve ``metrics`` by what it pays for, optionally on a route."""
-    cost, paid = paid_cost(env, points_each * len(metrics), share)
-    each = math.floor(paid / max(len(metrics), 1) * 100) / 100  # what the JSON shows (2 decimals)
-    cost = exact_cost(cost, each * len(metrics))
-    res = env.state.resources
-    if any(cost[k] > res[k] for k in cost):
-        # rounding asked for more than is left (a few cents, with almost nothing left): pay
-        # what is left and claim only what that pays for, so the action stays affordable
-        cost = {k: min(v, max(res[k], 0.0)) for k, v in cost.items()}
-        capacity = FREE_EFFECT + POINTS_PER_HOUR * cost["time"] + POINTS_PER_DOLLAR * cost["money"] \
-            + POINTS_PER_ENERGY * cost["energy"]
-        each = math.floor(capacity / max(len(metrics), 1) * 100) / 100
-    changes = {p: raw_delta(p, each) for p in metrics}
-    target = domain_of(metrics[0]) if metrics else "mental_wellbeing"
-    worst = " and ".join(_words(p) for p in metrics) or "my wellbeing"
-    # Short on purpose: the warm start teaches small models from these texts.
-    why = f"I {action_type} to advance {route}. " if route else f"No route fits; I {action_type} to contain damage. "
-    reasoning = (f"{_event_phrase(env)}{why}{worst.capitalize()} hurt most; "
-                 f"I pay {cost['time']:g} hours, {cost['money']:g} dollars, {cost['energy']:g} energy.")
-    return completion(action_type, target, route, changes, cost, reasoning)
-
-
-def heuristic(env: LifeStackEnv, rng: random.Random | None = None) -> str:
-    """A sensible policy: keep going on the best open route, pay for modest fixes."""
-    s, task = env.state, env.task
-    opens = env.open_routes()
-    started = [r for r in opens if s.route_progress.get(r)]
-    ranked = started or sorted(opens, key=lambda r: -task.route(r).final_reward)
-    worst = worst_metrics(env, 2)
-    if ranked:
-        route = ranked[0]
-        return planned_action(env, route, env.next_action_types(route)[0], worst, 5.0)
-    return planned_action(env, None, DOMAIN_ACTION[domain_of(worst[0])], worst, 5.0)
+from .env import LifeStackEnv
+from .heuristic import completion, heuristic, planned_action, worst_metrics
+from .metrics import DOMAIN_NAMES, METRIC_PATHS
+from .value import episode_value, reference_value, score_decision
 
 
 def oracle(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     """Best of a broad candidate search by the single decision's task reward (its step
     reward blended with the episode it starts, ``lifestack.value``): the reward's greedy
     maximiser."""
-    from .value import reference_value
-
     candidates = candidate_actions(env)
     reference = reference_value(env.task, env.state)
     best, best_reward = candidates[0], -2.0
@@ -145,8 +42,6 @@ def rollout(env: LifeStackEnv, rng: random.Random | None = None) -> str:
     """One step of policy improvement over the heuristic: every candidate action is
     stepped and the heuristic plays the task to its end from there; the candidate whose
     episode scores best (``lifestack.value``: the episode value) is chosen."""
-    from .value import episode_value  # value imports this module lazily
-
     best, best_value = None, -math.inf
     probe = LifeStackEnv(env.graph)
     for text in candidate_actions(env):
@@ -173,8 +68,6 @@ def score_on_copy(env: LifeStackEnv, text: str, reference: tuple[float, int] | N
     """The single decision's task reward of ``text`` at the env's state (``lifestack.value``:
     its step reward blended with the episode it starts), without touching ``env``;
     ``reference`` is ``reference_value`` of the state when the caller has it."""
-    from .value import score_decision
-
     return score_decision(env.task, env.state, text, reference, LifeStackEnv(env.graph))["reward"]
 
 

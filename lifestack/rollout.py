@@ -22,6 +22,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from .episodes import Episode
+from .heuristic import heuristic
+from .scenarios import sample_scenario
 
 
 def chat_ids(tokenizer, messages: Sequence[dict[str, str]], generation_prompt: bool) -> list[int]:
@@ -144,9 +146,6 @@ def episode_tokens(tokenizer, horizon: int, max_new_tokens: int, scenarios: int 
     tokenizer: the heuristic plays ``horizon`` turns (rejected answers where the task ends
     sooner keep the conversation going), and each answer is counted at ``max_new_tokens``.
     What a sequence-length limit must hold (prompt, answers and environment turns)."""
-    from .policies import heuristic
-    from .scenarios import sample_scenario
-
     longest = 0
     for i in range(scenarios):
         ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)

@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from .conflicts import ConflictEvent, generate_conflict, get_conflict
-from .env import EpisodeState, LifeStackEnv
+from .env import EpisodeState, LifeStackEnv, round_state
+from .heuristic import heuristic
 from .task_index import task_index
 from .generator import DOMAINS, TaskGenerator
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
+from .policies import random_valid
 from .tasks import Task
 
 METADATA_VERSION = 1
@@ -42,18 +44,8 @@ class Scenario:
         return self.task.domain
 
 
-def round_state(state: EpisodeState) -> None:
-    # Rounded once per rendered state (here, and after each episode step), so the prompt,
-    # the metadata and the rebuilt state agree exactly.
-    state.metrics = {p: round(v, 2) for p, v in state.metrics.items()}
-    state.resources = {k: round(v, 2) for k, v in state.resources.items()}
-    state.derived = None  # facts derived from the unrounded values no longer apply
-
-
 def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, generator: TaskGenerator | None = None) -> Scenario:
     """A seeded, varied pre-action state at ``difficulty``."""
-    from .policies import heuristic, random_valid  # policies import env; keep this module light
-
     rng = random.Random(seed)
     domain = domain or DOMAINS[rng.randrange(len(DOMAINS))]
     task = (generator or TaskGenerator()).generate(domain, difficulty, seed)

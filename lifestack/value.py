@@ -7,7 +7,7 @@ are left with nothing. So a single decision (``HORIZON = 1``) is scored by the e
 starts:
 
 1. **The episode value** ``Q(s, a)``: take the action, then let the *reference
-   continuation* (:func:`lifestack.policies.heuristic`) play the task to its end, and
+   continuation* (:func:`lifestack.heuristic.heuristic`) play the task to its end, and
    score that trajectory exactly as episode mode scores a played episode
    (:func:`episode_reward` of the turns' step rewards and :func:`episode_outcome`).
 2. **The reference value** ``Q(s, h)``: the same for the reference policy's own first
@@ -41,10 +41,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .env import EpisodeState, LifeStackEnv, Observation
+from .cache import cache_put
+from .env import EpisodeState, LifeStackEnv, Observation, round_state
+from .heuristic import heuristic
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
 from .reward import clip, soft_floor
-from .scenarios import round_state
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone
@@ -121,9 +122,6 @@ def continue_episode(env: LifeStackEnv, start: EpisodeState, first_reward: float
     What the continuation earns depends only on the state it starts from (and the
     start's milestones and resources, which the outcome compares against), so it is
     cached per state (bounded, first in first out)."""
-    from .evaluation import cache_put
-    from .policies import heuristic  # policies import the env; keep this module's import light
-
     round_state(env.state)
     key = (_state_key(env.task, env.state), tuple(start.milestones), tuple(start.resources[k] for k in RESOURCE_NAMES))
     hit = _CONTINUATIONS.get(key)
@@ -165,8 +163,6 @@ def reference_value(task: Task, state: EpisodeState) -> tuple[float, int]:
     """``(Q(s, h), k_h)``: the episode value of the reference policy's own decision at
     ``state`` and its number of continuation turns (computed once per prompt by callers
     that cache)."""
-    from .policies import heuristic
-
     env = LifeStackEnv()
     env.restore(task, state, observe=False)
     _, value, turns = episode_value(task, state, heuristic(env), env)

@@ -12,15 +12,14 @@ from lifestack.env import LifeStackEnv
 from lifestack.metrics import METRIC_PATHS, goodness
 from lifestack.calibrate import POLICIES
 from lifestack.hacks import CALIBRATED_HACKS, HACK_POLICIES, HACKS, hack_policy
+from lifestack.heuristic import paid_cost, raw_delta
 from lifestack.policies import (
     HONEST,
     candidate_actions,
     heuristic,
     lazy,
     oracle,
-    paid_cost,
     random_valid,
-    raw_delta,
     score_on_copy,
     worst_metrics,
 )

@@ -34,7 +34,7 @@ from lifestack.actions import ACTION_TYPES, parse_action  # noqa: E402
 from lifestack.env import CASCADE_TRIGGER, LifeStackEnv  # noqa: E402
 from lifestack.feedback import FeedbackStore, OutcomeFeedback  # noqa: E402
 from lifestack.metrics import DOMAIN_NAMES, METRIC_PATHS  # noqa: E402
-from lifestack.policies import heuristic, raw_delta  # noqa: E402
+from lifestack.heuristic import heuristic, raw_delta  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 
 PER_DIFFICULTY = 12  # 60 prompts
