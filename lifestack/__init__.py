@@ -9,7 +9,7 @@ of the package, training included, takes part in an import cycle):
 
     metrics, tasks, cache, qwen_tokens
     actions, conflicts, generator, graph
-    reward, faithfulness, diversity, feedback
+    task_reward, faithfulness, diversity, feedback
     task_index
     env
     heuristic
@@ -17,7 +17,7 @@ of the package, training included, takes part in an import cycle):
     policies, lookahead
     scenarios
     prompts
-    evaluation, onpolicy
+    scoring, onpolicy
     episodes
     calibrate, client, rollout, service
     serve

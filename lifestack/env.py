@@ -23,7 +23,7 @@ from .faithfulness import faithfulness
 from .generator import TaskGenerator
 from .graph import DEFAULT_GRAPH, DependencyGraph
 from .metrics import METRIC_PATHS, RESOURCE_NAMES, clamp_metric, default_metrics, goodness, goodness_delta
-from .reward import (
+from .task_reward import (
     DAMAGED_BELOW,
     P_INVALID_ACTION,
     StepOutcome,

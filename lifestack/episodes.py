@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 from .conflicts import ConflictEvent
 from .env import EpisodeState, LifeStackEnv, round_state
-from .evaluation import FALLBACK_REWARD, parse_completion
+from .scoring import FALLBACK_REWARD, parse_completion
 from .generator import TaskGenerator
 from .prompts import ANSWER_SCHEMA, build_prompt, prompt_text, read_metadata, render_observation, strip_metadata
 from .scenarios import Scenario, conflict_from_metadata, rebuild_state, task_from_metadata

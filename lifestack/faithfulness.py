@@ -1,6 +1,6 @@
 """Is the reasoning true of its action?
 
-The coherence score (:func:`lifestack.reward.reasoning_coherence`) reads which words a
+The coherence score (:func:`lifestack.task_reward.reasoning_coherence`) reads which words a
 reasoning cites. This module reads what it *states* and checks it against the action it
 explains, so a reasoning that says "I pay 6 hours" for an action that pays 2, names
 another action type or another route, or claims to improve a metric the action does not

@@ -25,7 +25,7 @@ from .task_index import task_index
 from .faithfulness import AMBIGUOUS_TYPES, METRIC_PHRASES
 from .metrics import METRIC_PATHS, domain_of
 from .heuristic import heuristic, raw_delta, worst_metrics
-from .reward import FUNCTION_WORDS, RESOURCE_WORDS, VOCABULARY, vocabulary_of, words_of
+from .task_reward import FUNCTION_WORDS, RESOURCE_WORDS, VOCABULARY, vocabulary_of, words_of
 
 Hack = Callable[[dict[str, Any], "HackContext"], str]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .reward import words_of
+from .task_reward import words_of
 from .tasks import ExoEvent, Milestone, Route, Task
 
 

@@ -1,6 +1,6 @@
 """What a decision is worth: what it achieves now plus what it leaves for the rest of the task.
 
-The environment's step reward (:func:`lifestack.reward.task_reward`) judges one action by
+The environment's step reward (:func:`lifestack.task_reward.task_reward`) judges one action by
 what it did at once. Alone, it pays a policy to spend everything on the first decision:
 more resources buy more goodness now, and the step cannot see that the next decisions
 are left with nothing. So a single decision (``HORIZON = 1``) is scored by the episode it
@@ -45,7 +45,7 @@ from .cache import cache_put
 from .env import EpisodeState, LifeStackEnv, Observation, round_state
 from .heuristic import heuristic
 from .metrics import METRIC_PATHS, RESOURCE_NAMES
-from .reward import clip, soft_floor
+from .task_reward import clip, soft_floor
 from .tasks import Task
 
 # How the trajectory's outcome is scored (episode_outcome): the end of the task, milestone

@@ -36,7 +36,7 @@ def write_pairs(path: Path, n_pairs: int, n_prompts: int = 100) -> None:
     import train_trl as T
     from bench_rewards import fresh_completions
     from lifestack.prompts import prompt_text
-    from lifestack.training.rewards import EVALUATOR
+    from lifestack.training.grpo_rewards import EVALUATOR
 
     ds = T.generate_dataset(n_prompts, None, seed=7)
     contexts = []
@@ -52,7 +52,7 @@ def workload(pairs_file: str, n: int, log_dir: str) -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "scripts"))
     import train_trl as T
-    from lifestack.training.rewards import EVALUATOR
+    from lifestack.training.grpo_rewards import EVALUATOR
 
     T.RUN.log.open(log_dir)
     pairs = json.loads(Path(pairs_file).read_text())

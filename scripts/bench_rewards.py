@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     import train_trl as T
     from lifestack import generator as G
     from lifestack.prompts import prompt_text
-    from lifestack.training.rewards import EVALUATOR
+    from lifestack.training.grpo_rewards import EVALUATOR
     from lifestack.env import LifeStackEnv
     from lifestack.scenarios import rebuild_state, task_from_metadata
 

@@ -99,7 +99,7 @@ def spearman(a: list[float], b: list[float]) -> float:
 def measure(first_seed: int, states: int, episodes: int) -> dict:
     sys.path.insert(0, str(ROOT / "scripts"))
     import train_trl as T  # the six reward functions
-    from lifestack.training.rewards import reward_vector, weighted_reward
+    from lifestack.training.grpo_rewards import reward_vector, weighted_reward
 
     weights = T.REWARD_WEIGHTS
 

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="the trainer's --KEY=value overrides of the run")
     args = parser.parse_args(argv)
     import train_trl as T  # build_config: the trainer's constants and overrides
-    from lifestack.training.evaluation import run_episodes
+    from lifestack.training.run_evaluation import run_episodes
     from lifestack.training.models import load_model
 
     out_dir = Path(args.output_dir)

@@ -7,7 +7,7 @@
     python scripts/evaluate.py --model Qwen/Qwen2.5-1.5B-Instruct      # a hub id (downloads)
     python scripts/evaluate.py --model lifestack_model --json eval.json --plot eval.png --push user/repo
 
-Plays seeded closed-loop episodes (``lifestack.training.model_eval``) with any causal LM
+Plays seeded closed-loop episodes (``lifestack.training.episode_play``) with any causal LM
 that has a chat template: a trained ``OUTPUT_DIR``, a ``stage_N`` folder, a LoRA adapter
 folder (loaded on its base model) or a hub id. Greedy, batched, with a progress bar. The
 reference policies (random, heuristic, and the oracle: the greedy maximiser of the
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from lifestack.training import model_eval as M  # noqa: E402
+from lifestack.training import episode_play as M  # noqa: E402
 from lifestack.training.generation import generation_mode  # noqa: E402
 from lifestack.training.models import choose_precision, prepare_tokenizer, torch_dtype  # noqa: E402
 

@@ -99,7 +99,7 @@ def one_run(profile: str, model_dir: Path, work: Path, run: str) -> dict[str, An
     from trl.trainer import grpo_trainer
 
     import train_trl as T
-    from lifestack.training import evaluation as EV
+    from lifestack.training import run_evaluation as EV
     from lifestack.training.generation import padding_side_of
 
     calls: list[dict[str, Any]] = []

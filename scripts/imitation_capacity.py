@@ -34,7 +34,7 @@ for _p in (ROOT, ROOT / "scripts"):
 
 def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path) -> dict:
     import train_trl as T  # build_config and the reward functions
-    from lifestack.training.evaluation import evaluate_policy, held_out_prompts
+    from lifestack.training.run_evaluation import evaluate_policy, held_out_prompts
     from lifestack.training.models import load_model
     from lifestack.training.warm_start import warm_start
     from lifestack.training.learning_check import HELD_OUT_SEED, action_key, reference_scores

@@ -31,7 +31,7 @@ from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.policies import HONEST  # noqa: E402
 from lifestack.prompts import ANSWER_SCHEMA, strip_metadata  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
-from lifestack.training import model_eval as M  # noqa: E402
+from lifestack.training import episode_play as M  # noqa: E402
 
 FAMILIES = ("flight_crisis", "code_merge_crisis")
 RULE = "-" * 78
@@ -76,7 +76,7 @@ def model_answer(model, tokenizer, max_new_tokens: int) -> Callable[[LifeStackEn
 def play(answer: Callable[[LifeStackEnv, list], str | None], seed: int, difficulty: int, family: str,
          out: TextIO | None = None) -> dict:
     """One episode to its end (or until the player quits), played through the episode engine
-    the final evaluation and evaluate.py use (``model_eval.play_episodes``, horizon 1: a
+    the final evaluation and evaluate.py use (``episode_play.play_episodes``, horizon 1: a
     fresh prompt of the current state each turn, at most the task's horizon of turns, since
     a rejected answer changes nothing, not even the step counter); returns its outcome and
     rewards."""

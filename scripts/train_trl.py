@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack` importable
     sys.path.insert(0, str(ROOT))
 
-from lifestack.evaluation import fallback  # noqa: E402
+from lifestack.scoring import fallback  # noqa: E402
 from lifestack.prompts import build_prompt, completion_text, prompt_text  # noqa: E402
-from lifestack.reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
+from lifestack.task_reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
 from lifestack.training import config, seeds  # noqa: E402
 from lifestack.training.checks import (  # noqa: E402
@@ -44,13 +44,13 @@ from lifestack.training.curriculum import append_history, curriculum_step, stage
 from lifestack.training.distributed import (  # noqa: E402
     barrier, broadcast_object, init_distributed, is_main_process, log, main_process_first, world_info,
 )
-from lifestack.training.evaluation import (  # noqa: E402
+from lifestack.training.run_evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
 
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
-from lifestack.training.rewards import (  # noqa: E402
+from lifestack.training.grpo_rewards import (  # noqa: E402
     EVALUATOR, REWARD_NAMES, chosen_rewards, component_reward, format_score, reward_function, valid_format_score,
 )
 from lifestack.training.run_state import RunPaths, last_checkpoint, start_run, write_json_atomic  # noqa: E402
@@ -198,7 +198,7 @@ def get_lifestack_evaluation(completion: Any, prompt: Any) -> dict[str, Any]:
     Returns ``{"reward": float in [-1, 1], "breakdown": dict, "action": LifeStackAction | None}``;
     on any parse or environment failure ``{"reward": -0.5, "breakdown": {"error": ...},
     "action": None}``. Never raises. Only the prompt's metadata is read: a completion
-    cannot change the state it is scored against (lifestack.evaluation). Cached per
+    cannot change the state it is scored against (lifestack.scoring). Cached per
     (prompt, completion): the six rewards of one answer cost one evaluation.
     """
     try:
@@ -223,7 +223,7 @@ def _scored(completions: Sequence[Any], prompts: Sequence[Any] | None, kwargs: d
 
 
 # Each reward is clipped to [-1, 1], timed, and in episode mode (HORIZON > 1) scored per
-# turn and aggregated per episode (lifestack.training.rewards.reward_function).
+# turn and aggregated per episode (lifestack.training.grpo_rewards.reward_function).
 @reward_function(RUN)
 def reward_format_fn(completions: Sequence[Any], prompts: Sequence[Any] | None = None, **kwargs) -> list[float]:
     """JSON format compliance, graded: -1 empty/refusal, -0.6 no JSON, -0.4..-0.1 partial, 0.1..1 valid."""

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
-import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.training.grpo_rewards as RW  # noqa: E402
 from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.prompts import prompt_text  # noqa: E402
 from lifestack.training.context import FeedbackSource  # noqa: E402

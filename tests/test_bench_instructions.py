@@ -19,7 +19,7 @@ def test_workload_evaluates_the_pairs_it_is_given(tmp_path, monkeypatch):
     data = json.loads(pairs.read_text())
     assert len(data) == 6 and len({c for _, c in data}) == 6  # fresh: no two completions alike
     import train_trl as T
-    import lifestack.training.rewards as RW
+    import lifestack.training.grpo_rewards as RW
     from lifestack.training.generation_log import GenerationLog
 
     monkeypatch.setattr(T.RUN, "log", GenerationLog(tmp_path))  # restored afterwards

@@ -128,7 +128,7 @@ def in_process():
     from lifestack.episodes import MAX_HORIZON, Episode, play
     from lifestack.policies import heuristic
     from lifestack.scenarios import sample_scenario
-    from lifestack.training.rewards import reward_vector
+    from lifestack.training.grpo_rewards import reward_vector
     from lifestack.value import episode_reward
 
     sc = sample_scenario(SEED, DIFFICULTY, FAMILY)

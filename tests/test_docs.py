@@ -258,7 +258,7 @@ def all_docs() -> str:
 
 def test_documented_counts_are_the_codes():
     from lifestack import conflicts, graph, metrics
-    from lifestack.training.rewards import REWARD_NAMES
+    from lifestack.training.grpo_rewards import REWARD_NAMES
 
     docs = all_docs()
     expected = {

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifestack import reward as R
+from lifestack import task_reward as R
 from lifestack.actions import ACTION_FIELDS, ACTION_TYPES, MAX_METRIC_DELTA, MAX_REST_RECOVERY
 from lifestack.conflicts import get_conflict
 from lifestack.env import (

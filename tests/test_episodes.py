@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 from lifestack.episodes import IDLE_ANSWER, Episode, play, play_many
 from lifestack.value import OUTCOME_SHARE, episode_outcome, episode_reward
-from lifestack.evaluation import FALLBACK_REWARD, Evaluator
+from lifestack.scoring import FALLBACK_REWARD, Evaluator
 from lifestack.policies import heuristic, mixed, oracle
 from lifestack.prompts import ANSWER_SCHEMA, build_prompt, read_metadata, strip_metadata
 from lifestack.scenarios import rebuild_state, sample_scenario

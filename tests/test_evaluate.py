@@ -1,4 +1,4 @@
-"""scripts/evaluate.py and lifestack.training.model_eval: any model on seeded episodes,
+"""scripts/evaluate.py and lifestack.training.episode_play: any model on seeded episodes,
 against the reference policies, on the tiny CPU model (no download)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import evaluate as E  # noqa: E402
-import lifestack.training.model_eval as M  # noqa: E402
+import lifestack.training.episode_play as M  # noqa: E402
 
 
 @pytest.fixture

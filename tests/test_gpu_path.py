@@ -28,7 +28,7 @@ pytest.importorskip("trl")
 from script_run import T, isolated  # noqa: E402,F401  (isolated: autouse, a fresh run context per test)
 from unsloth_standin import install  # noqa: E402
 
-from lifestack.training import evaluation as EV  # noqa: E402
+from lifestack.training import run_evaluation as EV  # noqa: E402
 from lifestack.training.checks import UNSLOTH_MASKING_FIX  # noqa: E402
 
 

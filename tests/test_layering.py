@@ -31,7 +31,7 @@ def test_the_simulation_server_and_client_load_no_torch():
 
 def test_the_training_package_imports_torch_only_inside_functions():
     modules = sorted(p.stem for p in LAYERS["training"].glob("*.py") if p.stem != "__init__")
-    assert {"config", "models", "context", "evaluation", "run_state", "plots"} <= set(modules)
+    assert {"config", "models", "context", "run_evaluation", "run_state", "plots"} <= set(modules)
     assert loaded_after("; ".join(f"import lifestack.training.{m}" for m in modules)) == set()
 
 
@@ -141,7 +141,7 @@ def test_the_import_graph_sees_every_kind_of_import(tmp_path):
                       "import lifestack.metrics, torch.distributed\n"
                       "from lifestack.training import seeds, run_state as R\n"  # submodules by name
                       "from .. import env\n"
-                      "from .rewards import REWARD_NAMES\n"
+                      "from .grpo_rewards import REWARD_NAMES\n"
                       "from lifestack import LifeStackEnv\n"  # a name the package holds: the package
                       "if TYPE_CHECKING:\n"
                       "    from lifestack.tasks import Task\n"
@@ -149,13 +149,13 @@ def test_the_import_graph_sees_every_kind_of_import(tmp_path):
                       "    import lifestack.value as V\n"
                       "    from ..policies import heuristic\n", encoding="utf-8")
     modules = {"lifestack", "lifestack.env", "lifestack.metrics", "lifestack.policies", "lifestack.tasks", "lifestack.value",
-               "lifestack.training", "lifestack.training.mod", "lifestack.training.rewards",
+               "lifestack.training", "lifestack.training.mod", "lifestack.training.grpo_rewards",
                "lifestack.training.run_state", "lifestack.training.seeds"}
     assert sorted(_imported_modules(source, "lifestack.training.mod", modules), key=lambda e: (e[1], e[0])) == [
         ("lifestack.metrics", 2), ("lifestack.training.run_state", 3), ("lifestack.training.seeds", 3),
-        ("lifestack.env", 4), ("lifestack.training.rewards", 5), ("lifestack", 6), ("lifestack.tasks", 8),
+        ("lifestack.env", 4), ("lifestack.training.grpo_rewards", 5), ("lifestack", 6), ("lifestack.tasks", 8),
         ("lifestack.value", 10), ("lifestack.policies", 11)]
-    assert {"lifestack", "lifestack.env", "lifestack.training", "lifestack.training.rewards"} <= set(import_graph())
+    assert {"lifestack", "lifestack.env", "lifestack.training", "lifestack.training.grpo_rewards"} <= set(import_graph())
     assert import_cycles({"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1, "d": 1}, "d": {}}) == [["a", "b", "c", "a"]]
 
 

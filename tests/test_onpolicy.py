@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from lifestack.env import LifeStackEnv
-from lifestack.evaluation import Evaluator
+from lifestack.scoring import Evaluator
 from lifestack.onpolicy import advance_by_policy, policy_steps
 from lifestack.policies import heuristic, random_valid
 from lifestack.prompts import prompt_text

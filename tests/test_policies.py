@@ -23,7 +23,7 @@ from lifestack.policies import (
     score_on_copy,
     worst_metrics,
 )
-from lifestack.reward import VOCABULARY
+from lifestack.task_reward import VOCABULARY
 from lifestack.scenarios import sample_scenario
 
 SCENARIOS = [sample_scenario(700 + i, 1 + i % 5) for i in range(10)]

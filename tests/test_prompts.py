@@ -13,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 import lifestack.prompts as PR
 from lifestack.env import LifeStackEnv
-from lifestack.evaluation import Evaluator
+from lifestack.scoring import Evaluator
 from lifestack.metrics import DOMAINS, INVERTED_METRICS, METRIC_PATHS, goodness
 from lifestack.prompts import (
     ANSWER_SCHEMA, METADATA_OPEN, build_prompt, completion_text, metric_changes, prompt_text, read_metadata,

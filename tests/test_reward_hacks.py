@@ -25,9 +25,9 @@ import reward_integrity as RI  # noqa: E402
 import train_trl as T  # noqa: E402
 from lifestack.training.context import FeedbackSource  # noqa: E402
 from lifestack.training.generation_log import GenerationLog  # noqa: E402
-import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.training.grpo_rewards as RW  # noqa: E402
 import lifestack.prompts as PR  # noqa: E402
-import lifestack.evaluation as LE  # noqa: E402
+import lifestack.scoring as LE  # noqa: E402
 
 from lifestack import hacks as H  # noqa: E402
 from lifestack.actions import ACTION_TYPES, parse_action  # noqa: E402

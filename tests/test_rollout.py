@@ -19,7 +19,7 @@ pytest.importorskip("trl")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
-import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.run_evaluation as EV  # noqa: E402
 import lifestack.training.checks as CK  # noqa: E402
 import lifestack.training.tiny_model as TM  # noqa: E402
 

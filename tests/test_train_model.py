@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
 import lifestack.training.models as MD  # noqa: E402
-import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.run_evaluation as EV  # noqa: E402
 import lifestack.training.warm_start as WS  # noqa: E402
 import lifestack.scenarios as SC  # noqa: E402
 

@@ -34,7 +34,7 @@ import train_trl as T  # noqa: E402
 from script_run import (  # noqa: E402,F401  (isolated: autouse)
     GARBAGE, context, dataset, heuristic_answers, isolated, policy_completion, prompts10, user_text,
 )
-import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.training.grpo_rewards as RW  # noqa: E402
 import lifestack.prompts as PR  # noqa: E402
 
 from lifestack.actions import ACTION_TYPES, LifeStackAction, parse_action  # noqa: E402
@@ -657,7 +657,7 @@ def test_rewards_are_chosen_and_weighted_by_name(tmp_path):
     """REWARD_WEIGHTS names the rewards GRPO optimises: one left out is not passed to TRL,
     and the weights follow the names, whatever order they are written in."""
     import lifestack.training.run_state as RS
-    from lifestack.training.rewards import chosen_rewards
+    from lifestack.training.grpo_rewards import chosen_rewards
 
     cfg = T.build_config(["--REWARD_WEIGHTS={'reward_task_success_fn': 2.0, 'reward_format_fn': 0.5}"], profile="cpu")
     chosen = chosen_rewards(T.REWARD_FUNCS, cfg["REWARD_WEIGHTS"])

@@ -15,7 +15,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402  (the constants: the defaults the overrides are typed by)
 import lifestack.episodes as EP  # noqa: E402
 import lifestack.training.config as TC  # noqa: E402
-import lifestack.training.evaluation as EV  # noqa: E402
+import lifestack.training.run_evaluation as EV  # noqa: E402
 import lifestack.training.run_state as RS  # noqa: E402
 
 DEFAULTS = T.default_config()

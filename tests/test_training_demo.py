@@ -23,7 +23,7 @@ from lifestack.policies import HONEST  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 from lifestack.training import demo as D  # noqa: E402
 from lifestack.training import model_card as MC  # noqa: E402
-from lifestack.training.rewards import REWARD_NAMES, reward_vector  # noqa: E402
+from lifestack.training.grpo_rewards import REWARD_NAMES, reward_vector  # noqa: E402
 from lifestack.value import episode_reward  # noqa: E402
 
 GOOD = ('{"action_type": "rest", "target_domain": "mental_wellbeing", "route": null, "metric_changes": '

@@ -11,7 +11,7 @@ import pytest
 
 from script_run import GARBAGE, T, isolated, policy_completion, prompts10  # noqa: F401  (isolated: autouse)
 import lifestack.prompts as PR
-import lifestack.training.rewards as RW
+import lifestack.training.grpo_rewards as RW
 from lifestack.actions import ACTION_TYPES
 from lifestack.policies import heuristic, lazy
 from lifestack.training.generation_log import GenerationLog

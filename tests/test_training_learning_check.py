@@ -39,9 +39,9 @@ def test_held_out_answers_are_sampled_at_one_temperature_whatever_the_recipe_tra
 def test_rescoring_held_out_answers_neither_logs_nor_counts_them_again(tmp_path):
     """answer_scores re-reads answers evaluate_policy already observed: same scores as the
     reward, nothing written to generations.jsonl, no signature counted."""
-    from lifestack.training.evaluation import held_out_prompts
+    from lifestack.training.run_evaluation import held_out_prompts
     from lifestack.training.generation_log import GenerationLog
-    from lifestack.training.rewards import EVALUATOR
+    from lifestack.training.grpo_rewards import EVALUATOR
 
     prompts = held_out_prompts(3, 2, L.HELD_OUT_SEED)
     answers = ['{"action_type": "rest"}', "not json", '{"action_type": "rest", "target_domain": "health"}'] * 2

@@ -12,7 +12,7 @@ from hypothesis import given, settings, strategies as st
 import lifestack.training.learning_rule as R
 from learning_runs import episodes, fake
 from lifestack.training.learning_check import METRICS
-from lifestack.training.model_eval import bootstrap_ci
+from lifestack.training.episode_play import bootstrap_ci
 
 
 def test_paired_summary_passes_only_when_the_interval_excludes_zero():

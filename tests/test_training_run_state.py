@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402  (the trainer's constants: the defaults a state records)
-import lifestack.training.rewards as RW  # noqa: E402
+import lifestack.training.grpo_rewards as RW  # noqa: E402
 import lifestack.training.run_state as RS  # noqa: E402
 
 

@@ -15,7 +15,7 @@ from lifestack.env import LifeStackEnv
 from lifestack.episodes import Episode
 from lifestack.hacks import HackContext, spend_everything
 from lifestack.policies import candidate_actions, heuristic, lazy, random_valid, rollout
-from lifestack.reward import VALID_FLOOR
+from lifestack.task_reward import VALID_FLOOR
 from lifestack.scenarios import sample_scenario
 
 STATES = [sample_scenario(31_000 + i, 3 + i % 3) for i in range(18)]

@@ -2,22 +2,30 @@
 
 - ``config``: ``--KEY=value`` overrides, validation, the device and CPU profiles.
 - ``distributed``: rank, world size, barriers, broadcasts, rank-0 logging.
+- ``seeds``: every seed offset a run derives from ``SEED``.
+- ``decisions``: single decisions or episodes, the one place that branches on ``HORIZON``.
 - ``tiny_model``: the CPU profile's tiny Qwen2 model and offline tokenizer.
 - ``models``: precision, loading (Unsloth, transformers + PEFT, tiny), saving, merging.
-- ``rewards``: what the six reward functions share (names, format score, the clip/time/
-  episode wrapper, reward vectors) and the process's cached evaluator.
+- ``generation``: generating with the policy (left padding, the profile's mode switch).
+- ``grpo_rewards``: what the six GRPO reward functions share (names, format score, the
+  clip/time/episode wrapper, reward vectors, choosing them by name) and the process's
+  cached evaluator.
 - ``context``: the run context the reward functions record into, and the feedback source.
 - ``generation_log``: ``generations.jsonl``, opened and closed by its owner.
-- ``run_state``: ``curriculum_state.json``, resume, archiving, the curriculum's decision.
+- ``run_state``: where a run's files live, ``curriculum_state.json``, resume, archiving.
+- ``curriculum``: the decision after a stage, its record, its log line, the step history.
 - ``warm_start``: supervised steps on demonstrations before GRPO.
-- ``evaluation``: generation, held-out and final evaluations, on-policy states.
+- ``run_evaluation``: the trainer's evaluations: held out after each stage, the on-policy
+  states, the final evaluation with its plots.
+- ``episode_play``: the one engine that plays seeded episodes (a model, a reference
+  policy or a person) and its statistics (``scripts/evaluate.py``, ``scripts/play.py``).
 - ``watch``: answer diversity and the reward-integrity watch per stage.
-- ``checks``: pre-flight checks (vLLM, ENV_URL server, episode length).
+- ``checks``: pre-flight checks (vLLM, Unsloth's env-mask fix, ENV_URL server, episode length).
+- ``estimate``: a run's time and memory on a T4, an estimate with its working.
 - ``plots``: the reward curve, the curriculum plot, the training curves.
-- ``model_eval``: any policy on seeded closed-loop episodes against the reference
-  policies (``scripts/evaluate.py``).
 - ``model_card``: the model card written with every final save.
 - ``publish``: the card, the plots and the upload at the end of a run (``PUSH_TO_HUB``).
+- ``demo``, ``demo_app``: the demo page (``scripts/demo.py``).
 - ``learning_check``: the learning check's arms and measurements (``scripts/learning_check.py``).
 - ``learning_rule``: the learning check's judging rule, its tables and reports.
 - ``bench``: the GPU benchmark's model shape, builders, step clock and report lines

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from lifestack.episodes import MAX_HORIZON
 from lifestack.policies import DEMONSTRATORS
 from lifestack.training.distributed import log
-from lifestack.training.rewards import REWARD_NAMES
+from lifestack.training.grpo_rewards import REWARD_NAMES
 
 PROFILES = ("auto", "unsloth", "peft", "cpu")
 

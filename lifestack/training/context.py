@@ -21,7 +21,7 @@ from lifestack.prompts import strip_metadata
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import is_main_process
 from lifestack.training.generation_log import GenerationLog
-from lifestack.training.rewards import (
+from lifestack.training.grpo_rewards import (
     OUTCOME_REWARD, REWARD_NAMES, episode_reward_vector, reward_vector, weighted_reward,
 )
 

@@ -51,7 +51,7 @@ def mean_or_none(xs: Sequence[Any]) -> float | None:
 def stage_record(stage: int, difficulty: int, result: dict[str, Any], decision: tuple[str, int, str],
                  history: Sequence[dict], steps: int, train_seconds: float, reward_seconds: float) -> dict[str, Any]:
     """What ``curriculum_state.json`` keeps of a stage: the held-out result
-    (:func:`lifestack.training.evaluation.evaluate_policy`), the decision
+    (:func:`lifestack.training.run_evaluation.evaluate_policy`), the decision
     (:func:`curriculum_step`), and what training cost."""
     move, next_difficulty, reason = decision
     return {

@@ -33,12 +33,12 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 from lifestack.actions import ACTION_TYPES
 from lifestack.env import LifeStackEnv
 from lifestack.episodes import MAX_HORIZON, Episode
-from lifestack.evaluation import parse_completion
+from lifestack.scoring import parse_completion
 from lifestack.metrics import DOMAIN_NAMES, INVERTED_METRICS, goodness
 from lifestack.policies import HONEST, worst_metrics
 from lifestack.prompts import ANSWER_SCHEMA, build_prompt, fmt_number, strip_metadata
 from lifestack.scenarios import sample_scenario
-from lifestack.training.rewards import REWARD_NAMES, reward_vector
+from lifestack.training.grpo_rewards import REWARD_NAMES, reward_vector
 from lifestack.value import episode_reward
 
 FAMILIES = ("flight_crisis", "code_merge_crisis")

@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 
 from lifestack.prompts import completion_text, prompt_text
-from lifestack.training.evaluation import evaluate_policy, held_out_prompts, run_episodes
+from lifestack.training.run_evaluation import evaluate_policy, held_out_prompts, run_episodes
 from lifestack.training.models import load_model
-from lifestack.training.rewards import EVALUATOR
+from lifestack.training.grpo_rewards import EVALUATOR
 from lifestack.training.warm_start import warm_start
 from lifestack.training.watch import stage_diversity
 
@@ -113,10 +113,10 @@ def reference_scores(T, prompts: list) -> list[dict]:
 def reference_play(T, n: int) -> dict[str, list[dict]]:
     """The reference policies' closed-loop play on the trainer's final-evaluation starts of
     EPISODE_SEED, played and scored as the trainer's final evaluation plays them
-    (``lifestack.training.evaluation.reference_episodes``, HORIZON = 1): per policy, per
+    (``lifestack.training.run_evaluation.reference_episodes``, HORIZON = 1): per policy, per
     episode its difficulty, mean step reward and outcome. ``oracle`` is the greedy
     maximiser of the decision reward."""
-    from lifestack.training.evaluation import reference_episodes
+    from lifestack.training.run_evaluation import reference_episodes
 
     return reference_episodes(1, n, EPISODE_SEED, T.RUN)
 

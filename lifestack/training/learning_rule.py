@@ -14,7 +14,7 @@ run and of two saved runs against each other.
   :func:`play_rule` render them; :func:`report`, :func:`report_saved` and
   :func:`compare_runs` print a run's verdict, a saved run's and B against A.
 
-Intervals are ``lifestack.training.model_eval.bootstrap_ci``'s, the one every report uses.
+Intervals are ``lifestack.training.episode_play.bootstrap_ci``'s, the one every report uses.
 The arms and measurements are ``lifestack.training.learning_check``'s.
 """
 
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from lifestack.training.learning_check import CONTROLS, METRICS, held_out, reference_play, reference_scores, settings
-from lifestack.training.model_eval import bootstrap_ci
+from lifestack.training.episode_play import bootstrap_ci
 
 ADVANCING = ("advanced", "completed")  # route_status of a step that moved its route on
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from lifestack.training.rewards import REWARD_NAMES
+from lifestack.training.grpo_rewards import REWARD_NAMES
 
 
 def rolling_mean(xs: Sequence[float], window: int = 10) -> list[float]:

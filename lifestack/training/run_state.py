@@ -21,7 +21,7 @@ from typing import Any
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import barrier, is_main_process, log
 from lifestack.training.generation_log import FILE_NAME as GENERATIONS_FILE
-from lifestack.training.rewards import REWARD_NAMES
+from lifestack.training.grpo_rewards import REWARD_NAMES
 
 STATE_FILE = "curriculum_state.json"
 HISTORY_FILE = "train_history.jsonl"

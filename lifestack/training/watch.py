@@ -10,13 +10,13 @@ from typing import Any, Sequence
 
 from lifestack.diversity import answer_diversity
 from lifestack.env import LifeStackEnv
-from lifestack.evaluation import parse_completion
+from lifestack.scoring import parse_completion
 from lifestack.hacks import SIGNATURES, battery as hack_battery
 from lifestack.prompts import build_prompt, prompt_text, strip_metadata
 from lifestack.scenarios import Scenario, sample_scenario
 from lifestack.training import seeds
 from lifestack.training.context import RunContext
-from lifestack.training.rewards import EVALUATOR, weighted_reward
+from lifestack.training.grpo_rewards import EVALUATOR, weighted_reward
 
 
 def stage_diversity(prompts: Sequence[Any], completions: Sequence[str]) -> dict[str, dict]:

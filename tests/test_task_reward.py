@@ -1,4 +1,4 @@
-"""Tests for lifestack.reward: components, named penalties, clipping, reasoning coherence."""
+"""Tests for lifestack.task_reward: components, named penalties, clipping, reasoning coherence."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifestack import reward as R
+from lifestack import task_reward as R
 from lifestack.actions import LifeStackAction, parse_action
 from lifestack.metrics import METRIC_PATHS
-from lifestack.reward import (
+from lifestack.task_reward import (
     VOCABULARY,
     StepOutcome,
     clip,

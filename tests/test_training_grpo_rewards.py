@@ -1,4 +1,4 @@
-"""lifestack.training.rewards: the wrapper every reward function wears (finite, in [-1, 1],
+"""lifestack.training.grpo_rewards: the wrapper every reward function wears (finite, in [-1, 1],
 timed once) and the helper of the rewards that are one component of the task reward. The
 six reward functions themselves are the training script's (test_train_trl.py)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 
-import lifestack.training.rewards as RW
+import lifestack.training.grpo_rewards as RW
 from lifestack.training.context import RunContext
 
 

@@ -1,5 +1,5 @@
-"""Tests for lifestack/training/evaluation.py that need no model: the final evaluation's
-starts played through the one episode engine (``model_eval.play_episodes``) that the
+"""Tests for lifestack/training/run_evaluation.py that need no model: the final evaluation's
+starts played through the one episode engine (``episode_play.play_episodes``) that the
 model, the reference policies, evaluate.py and play.py share, the reference policies'
 rows, and the on-policy advance (policy_advance, with a stand-in for the model's greedy
 answers). The model's side of the evaluation is tested in test_train_model.py."""
@@ -13,9 +13,9 @@ import pytest
 from lifestack.env import LifeStackEnv
 from lifestack.policies import HONEST
 from lifestack.training.context import RunContext
-import lifestack.training.evaluation as EV
-from lifestack.training.evaluation import evaluation_starts, reference_episodes
-from lifestack.training.model_eval import play_episodes
+import lifestack.training.run_evaluation as EV
+from lifestack.training.run_evaluation import evaluation_starts, reference_episodes
+from lifestack.training.episode_play import play_episodes
 from script_run import T, heuristic_answers  # the script: its dataset and config take the on-policy advance
 
 GARBAGE = "not an action"

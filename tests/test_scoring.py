@@ -1,4 +1,4 @@
-"""lifestack.evaluation: an answer is scored against the state its prompt renders, and
+"""lifestack.scoring: an answer is scored against the state its prompt renders, and
 nothing else; the caches are bounded and never change a result."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from lifestack.env import LifeStackEnv
-from lifestack.evaluation import FALLBACK_REWARD, Evaluator, cache_put, parse_completion
+from lifestack.scoring import FALLBACK_REWARD, Evaluator, cache_put, parse_completion
 from lifestack.policies import heuristic, random_valid
 from lifestack.prompts import METADATA_CLOSE, METADATA_OPEN, build_prompt
 from lifestack.scenarios import sample_scenario
@@ -78,7 +78,7 @@ def test_caches_stay_bounded_and_keep_the_newest():
 
 
 def test_on_fresh_sees_each_computed_evaluation_once_and_never_a_cached_one():
-    from lifestack.evaluation import Evaluator
+    from lifestack.scoring import Evaluator
     from lifestack.policies import heuristic
     from lifestack.prompts import build_prompt, prompt_text
     from lifestack.env import LifeStackEnv

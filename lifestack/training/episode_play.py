@@ -1,5 +1,5 @@
 """The one engine that plays seeded episodes, and its statistics: the trainer's final
-evaluation and its reference policies (``lifestack.training.evaluation``),
+evaluation and its reference policies (``lifestack.training.run_evaluation``),
 ``scripts/evaluate.py``, ``scripts/play.py`` and the learning check all play through
 :func:`play_episodes`.
 
@@ -30,7 +30,7 @@ from lifestack.episodes import Episode
 from lifestack.policies import heuristic, oracle, random_valid
 from lifestack.prompts import build_prompt, prompt_text
 from lifestack.scenarios import Scenario, sample_scenario
-from lifestack.training.rewards import EVALUATOR
+from lifestack.training.grpo_rewards import EVALUATOR
 from lifestack.value import episode_outcome, episode_reward
 
 FAMILIES = ("flight_crisis", "code_merge_crisis")

@@ -22,10 +22,10 @@ from lifestack.training.context import RunContext
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
-from lifestack.training.model_eval import Played, model_player, play_episodes
+from lifestack.training.episode_play import Played, model_player, play_episodes
 from lifestack.training.models import unwrap, load_model
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
-from lifestack.training.rewards import OUTCOME_REWARD, REWARD_NAMES
+from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
 from lifestack.training.run_state import RunPaths
 
 
@@ -117,7 +117,7 @@ def episode_factory(cfg: dict[str, Any]) -> Callable[[Any, int], Any]:
 
 def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: RunContext) -> list[dict[str, Any]]:
     """``n`` full episodes from :func:`evaluation_starts`, played by the model through the
-    one episode engine (``lifestack.training.model_eval.play_episodes``), batched per round.
+    one episode engine (``lifestack.training.episode_play.play_episodes``), batched per round.
 
     HORIZON = 1: each decision answers a fresh single-decision prompt of the current state,
     for the task's whole horizon; the reward is the mean step reward (each step's reward and

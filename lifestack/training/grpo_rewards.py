@@ -1,7 +1,8 @@
-"""What the six reward functions of ``scripts/train_trl.py`` share, apart from the
-functions themselves: their names (REWARD_WEIGHTS chooses and weights them by name), the graded format score, the
-wrapper that clips, times and (in episode mode) aggregates each of them per episode, and
-the helpers that score one completion or one played episode with all six.
+"""What the six GRPO reward functions of ``scripts/train_trl.py`` share, apart from the
+functions themselves: their names (REWARD_WEIGHTS chooses and weights them by name), the
+graded format score, the wrapper that clips, times and (in episode mode) aggregates each
+of them per episode, and the helpers that score one completion or one played episode
+with all six. (The task reward they are built on is ``lifestack.task_reward``.)
 
 The reward functions live in the training script, where a reader changes them; this
 module never imports it: whoever needs the six gets them as a list.
@@ -17,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from lifestack.actions import ACTION_FIELDS, LifeStackAction, find_json_object
 from lifestack.episodes import Episode
-from lifestack.evaluation import EVAL_CACHE_SIZE, PROMPT_CACHE_SIZE, Evaluator, parse_completion
+from lifestack.scoring import EVAL_CACHE_SIZE, PROMPT_CACHE_SIZE, Evaluator, parse_completion
 from lifestack.prompts import strip_metadata
 from lifestack.value import episode_reward
 
