@@ -105,6 +105,12 @@ def build_prompt(task: Task, conflict: ConflictEvent, state: EpisodeState, diffi
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
 
+def scenario_prompt(sc: Scenario) -> list[dict[str, str]]:
+    """:func:`build_prompt` of a sampled scenario's own state: a training prompt of
+    ``generate_dataset``, a held-out prompt, a demonstration's prompt alike."""
+    return build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+
+
 def metric_changes(before: Mapping[str, float], after: Mapping[str, float], limit: int = MAX_CHANGES_SHOWN) -> list[str]:
     """``path before -> after`` for the metrics that moved, largest move first."""
     moved = [(abs(after[p] - before[p]), p) for p in METRIC_PATHS if abs(after[p] - before[p]) >= 0.05]

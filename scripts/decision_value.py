@@ -45,7 +45,7 @@ from lifestack.env import LifeStackEnv  # noqa: E402
 from lifestack.episodes import Episode, play  # noqa: E402
 from lifestack.hacks import HackContext, spend_everything as hack_spend_everything  # noqa: E402
 from lifestack.policies import candidate_actions, heuristic, rollout  # noqa: E402
-from lifestack.prompts import build_prompt  # noqa: E402
+from lifestack.prompts import scenario_prompt  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 from lifestack.value import episode_value as value_of, reference_value  # noqa: E402
 
@@ -112,7 +112,7 @@ def measure(first_seed: int, states: int, episodes: int) -> dict:
     for d in (3, 4, 5):
         for i in range(states):
             sc = sample_scenario(first_seed + 1000 * d + i, d)
-            prompt = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+            prompt = scenario_prompt(sc)
             env = LifeStackEnv()
             env.restore(sc.task, sc.state)
             honest = total(heuristic(env), prompt)

@@ -31,7 +31,7 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere: make `lifestack`
     sys.path.insert(0, str(ROOT))
 
 from lifestack.scoring import fallback  # noqa: E402
-from lifestack.prompts import build_prompt, completion_text, prompt_text  # noqa: E402
+from lifestack.prompts import scenario_prompt, completion_text, prompt_text  # noqa: E402
 from lifestack.task_reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
 from lifestack.training import config, seeds  # noqa: E402
@@ -163,7 +163,7 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, *, seed: int
     Each item is ``lifestack.scenarios.sample_scenario``'s: a task from ``TaskGenerator``
     (flight_crisis or code_merge_crisis), a ``ConflictEvent`` of the same difficulty
     cascaded through the ``DependencyGraph``, rolled a few steps forward so states vary,
-    rendered with its metadata by ``build_prompt``. Item ``i`` is drawn from
+    rendered with its metadata by ``scenario_prompt``. Item ``i`` is drawn from
     ``random.Random(seed + i)`` and records its seed and difficulty; ``difficulty=None``
     cycles 1..5. Same arguments, identical dataset. ``seed`` has no default: a default
     bound to the SEED constant would ignore a ``--SEED`` override.
@@ -177,7 +177,7 @@ def generate_dataset(n_prompts: int, difficulty: int | None = None, *, seed: int
         scenarios = advance(scenarios)
     rows: dict[str, list] = {"prompt": [], "difficulty": [], "domain": [], "seed": []}
     for sc in scenarios:
-        rows["prompt"].append(build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed))
+        rows["prompt"].append(scenario_prompt(sc))
         rows["difficulty"].append(sc.difficulty)
         rows["domain"].append(sc.task.domain)
         rows["seed"].append(sc.seed)

@@ -216,3 +216,11 @@ def test_prompt_reveals_no_hidden_state():
             assert key not in user, (row["seed"], key)
         assert "hidden" not in meta["state"]
     assert seen_domains == {"flight_crisis", "code_merge_crisis"}
+
+
+def test_a_scenario_prompt_is_the_prompt_of_the_scenarios_own_state():
+    from lifestack.prompts import build_prompt, scenario_prompt
+    from lifestack.scenarios import sample_scenarios
+
+    for sc in sample_scenarios(5, None, 3):
+        assert scenario_prompt(sc) == build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)

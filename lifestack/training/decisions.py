@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 from lifestack.env import LifeStackEnv
 from lifestack.episodes import Episode, play, play_many
-from lifestack.prompts import build_prompt
+from lifestack.prompts import scenario_prompt
 from lifestack.scenarios import Scenario
 
 Answer = Callable[[list[list[dict[str, str]]]], list[str]]  # conversations -> one answer each
@@ -40,7 +40,7 @@ class SingleDecisions:
         """One (prompt, answer) pair: the demonstrator's answer at the scenario's state."""
         env = LifeStackEnv()
         env.restore(sc.task, sc.state)
-        return [(build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed), demonstrator(env, rng))]
+        return [(scenario_prompt(sc), demonstrator(env, rng))]
 
     def play_prompts(self, prompts: Sequence[Any], answer: Answer, run: Any,
                      make_episode: Callable[[Any, int], Any]) -> tuple[list[dict[str, float]], list[str], list[Any]]:

@@ -15,7 +15,7 @@ from lifestack.actions import parse_action
 from lifestack.env import LifeStackEnv
 from lifestack.episodes import Episode
 from lifestack.onpolicy import advance_by_policy
-from lifestack.prompts import build_prompt, prompt_text, read_metadata
+from lifestack.prompts import scenario_prompt, prompt_text, read_metadata
 from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
 from lifestack.training import seeds
 from lifestack.training.context import RunContext
@@ -66,7 +66,7 @@ def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scen
 
 def held_out_prompts(n: int, difficulty: int | None, seed: int) -> list[list[dict]]:
     """The prompts of ``generate_dataset(n, difficulty, seed)``, without the Dataset."""
-    return [build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+    return [scenario_prompt(sc)
             for sc in sample_scenarios(n, difficulty, seed)]
 
 

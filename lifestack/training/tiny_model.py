@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lifestack.env import LifeStackEnv
-from lifestack.prompts import build_prompt
+from lifestack.prompts import scenario_prompt
 from lifestack.scenarios import sample_scenario
 
 
@@ -36,7 +36,7 @@ def tokenizer_corpus(n: int = 300, seed: int = 12345) -> list[str]:
     env = LifeStackEnv()
     for i in range(n):
         sc = sample_scenario(seed + i, 1 + i % 5)
-        messages = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+        messages = scenario_prompt(sc)
         texts.extend(m["content"] for m in messages)
         env.restore(sc.task, sc.state)
         texts.append(heuristic(env))

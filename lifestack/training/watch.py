@@ -12,7 +12,7 @@ from lifestack.diversity import answer_diversity
 from lifestack.env import LifeStackEnv
 from lifestack.scoring import parse_completion
 from lifestack.hacks import SIGNATURES, battery as hack_battery
-from lifestack.prompts import build_prompt, prompt_text, strip_metadata
+from lifestack.prompts import scenario_prompt, prompt_text, strip_metadata
 from lifestack.scenarios import Scenario, sample_scenario
 from lifestack.training import seeds
 from lifestack.training.context import RunContext
@@ -44,7 +44,7 @@ def score_battery(sc: Scenario, weights: Sequence[float], run: RunContext) -> di
     """The honest answer and every hack of lifestack.hacks on scenario ``sc``, each scored
     through the six reward functions: ``{name: (weighted total, the six rewards)}``. These
     texts are not the policy's: they are neither logged nor counted as its completions."""
-    prompt = build_prompt(sc.task, sc.conflict, sc.state, sc.difficulty, sc.seed)
+    prompt = scenario_prompt(sc)
     env = LifeStackEnv()
     env.restore(sc.task, sc.state)
     out = {}
