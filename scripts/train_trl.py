@@ -325,7 +325,8 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
         per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
         num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
         temperature=cfg["TEMPERATURE"], beta=cfg["BETA"],
-        reward_weights=[float(cfg["REWARD_WEIGHTS"][f.__name__]) for f in chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"])],
+        reward_weights=[float(cfg["REWARD_WEIGHTS"][f.__name__])
+                        for f in chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"])],
         num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
         report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=precision == "bf16", fp16=precision == "fp16",
         use_cpu=not cuda, remove_unused_columns=False,
@@ -356,9 +357,9 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=seeds.stage_prompts(cfg["SEED"], stage),
                                    advance=policy_advance(model, tokenizer, cfg))
         os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
-        trainer = GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]), args=grpo_config(cfg, stage, paths.checkpoints(stage)),
-                              train_dataset=dataset, processing_class=tokenizer,
-                              **episode_rollout(cfg, announce=stage == state["next_stage"]))
+        trainer = GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]),
+                              args=grpo_config(cfg, stage, paths.checkpoints(stage)), train_dataset=dataset,
+                              processing_class=tokenizer, **episode_rollout(cfg, announce=stage == state["next_stage"]))
         resume = last_checkpoint(paths.checkpoints(stage)) if cfg["RESUME"] else None
         log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
             + (f", resuming from {resume}" if resume else ""))
@@ -373,12 +374,12 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         barrier()
         record = None
         if is_main_process():  # evaluate held out, decide
-            result = evaluate_policy(unwrap(model), tokenizer,
-                                     held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, seeds.held_out_prompts(cfg["SEED"], stage)),
-                                     cfg, RUN)
+            prompts = held_out_prompts(cfg["N_EVAL_PROMPTS"], difficulty, seeds.held_out_prompts(cfg["SEED"], stage))
+            result = evaluate_policy(unwrap(model), tokenizer, prompts, cfg, RUN)
             decision = curriculum_step(state["stages"], difficulty, result["mean_task_reward"],
                                        cfg["ADVANCE_THRESHOLD"], cfg["RETREAT_THRESHOLD"])
-            record = stage_record(stage, difficulty, result, decision, history, trainer.state.global_step, seconds, reward_seconds)
+            record = stage_record(stage, difficulty, result, decision, history, trainer.state.global_step, seconds,
+                                  reward_seconds)
             record.update(watch_stage(result, cfg, stage, difficulty, state["stages"][-1] if state["stages"] else None, RUN))
         say_steps_per_rank(stage, trainer.state.global_step)
         state = record_stage(state, broadcast_object(record), paths, cfg)  # every rank takes rank 0's decision; log
