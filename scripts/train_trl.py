@@ -53,7 +53,9 @@ from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.grpo_rewards import (  # noqa: E402
     EVALUATOR, REWARD_NAMES, chosen_rewards, component_reward, format_score, reward_function, valid_format_score,
 )
-from lifestack.training.run_state import RunPaths, last_checkpoint, start_run, write_json_atomic  # noqa: E402
+from lifestack.training.run_state import (  # noqa: E402
+    RunPaths, last_checkpoint, load_curriculum_state, start_run, write_json_atomic,
+)
 from lifestack.training.warm_start import warm_start  # noqa: E402
 from lifestack.training.watch import diversity_line, integrity_line, integrity_watch, stage_diversity  # noqa: E402
 from lifestack.value import CURRICULUM_THRESHOLD  # noqa: E402
@@ -341,12 +343,16 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     return GRPOConfig(**kwargs)
 
 
-def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any], paths: RunPaths) -> tuple[Any, dict[str, Any]]:
+def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any] | None = None,
+                     paths: RunPaths | None = None) -> tuple[Any, dict[str, Any]]:
     """Stage by stage: train on the stage's prompts, save ``stage_N``, evaluate held out,
-    decide the next difficulty, record and log the stage. ``state`` is :func:`start_run`'s;
-    it stays in memory and is written (atomically) after every stage."""
+    decide the next difficulty, record and log the stage. ``state`` is :func:`start_run`'s
+    (by default read as a resume reads it); it stays in memory and is written (atomically)
+    after every stage."""
     from trl import GRPOTrainer
 
+    paths = paths or RunPaths.of(cfg)
+    state = state if state is not None else load_curriculum_state(paths.state, cfg)
     RUN.configure(cfg)
     if state["next_stage"] > cfg["N_STAGES"]:
         log(f"[curriculum] {paths.state}: all {cfg['N_STAGES']} stages are done; nothing to train "
