@@ -91,6 +91,21 @@ def test_imitation_capacity_script_runs_in_a_tiny_shape(capsys, tmp_path):
     assert "[capacity] 4 steps" in proc.stdout
 
 
+def test_imitation_capacity_plays_the_model_and_its_teacher_on_the_same_closed_loop_starts(tmp_path):
+    """--policy oracle --episodes: imitate the reward's greedy maximiser, then play both,
+    per difficulty; the teacher finishes more tasks than a model trained for 2 steps."""
+    out = tmp_path / "cap.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "imitation_capacity.py"), "--steps", "2", "--every",
+                           "2", "--held-out", "2", "--policy", "oracle", "--episodes", "1", "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert r["policy"] == "oracle" and set(r["closed_loop"]) == {"model", "oracle"}
+    assert set(r["closed_loop"]["model"]) == {"1", "2", "3", "4", "5", "all"}
+    assert r["closed_loop"]["oracle"]["all"]["success"] > r["closed_loop"]["model"]["all"]["success"]
+    assert "[capacity] closed loop, difficulty all (5 episodes)" in proc.stdout
+
+
 def test_versus_compares_the_grpo_arms_of_two_saved_runs(tmp_path, capsys):
     clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
     start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2]

@@ -4,7 +4,7 @@ model writes the answer format at all (the CPU profile). torch is imported insid
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Callable
 
 from lifestack.policies import DEMONSTRATORS
 from lifestack.scenarios import sample_scenario
@@ -14,7 +14,8 @@ from lifestack.training.distributed import is_main_process, log
 from lifestack.training.generation import training_mode
 
 
-def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
+def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0,
+               demonstrator: Callable | None = None) -> list[float]:
     """A short supervised pass on demonstrations so a tiny model emits JSON.
 
     WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR, written
@@ -25,14 +26,16 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     demonstrations are the demonstrator's turns of played episodes, each after its
     conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
     learning check's imitation control continues on scenarios the warm start never saw).
-    Returns the loss per step.
+    ``demonstrator``: another teacher (a ``lifestack.policies.HONEST`` policy) for a
+    measurement such as ``scripts/imitation_capacity.py --policy oracle``; the trainer uses
+    WARM_START_POLICY's. Returns the loss per step.
     """
     import torch
 
     steps = cfg["WARM_START_SFT_STEPS"]
     if steps <= 0:
         return []
-    demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
+    demonstrator = demonstrator or DEMONSTRATORS[cfg["WARM_START_POLICY"]]
     rng = random.Random(cfg["SEED"] + seeds.WARM_START_BATCHES)
     mode = decisions(cfg["HORIZON"])  # single decisions: one pair; episodes: every turn in its conversation so far
     pairs = []
