@@ -349,8 +349,6 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
     decide the next difficulty, record and log the stage. ``state`` is :func:`start_run`'s
     (by default read as a resume reads it); it stays in memory and is written (atomically)
     after every stage."""
-    from trl import GRPOTrainer
-
     paths = paths or RunPaths.of(cfg)
     state = state if state is not None else load_curriculum_state(paths.state, cfg)
     RUN.configure(cfg)
@@ -362,10 +360,7 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         RUN.stage, RUN.difficulty = stage, difficulty
         dataset = generate_dataset(cfg["N_PROMPTS_PER_STAGE"], difficulty, seed=seeds.stage_prompts(cfg["SEED"], stage),
                                    advance=policy_advance(model, tokenizer, cfg))
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
-        trainer = GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]),
-                              args=grpo_config(cfg, stage, paths.checkpoints(stage)), train_dataset=dataset,
-                              processing_class=tokenizer, **episode_rollout(cfg, announce=stage == state["next_stage"]))
+        trainer = stage_trainer(model, tokenizer, cfg, stage, dataset, paths, announce=stage == state["next_stage"])
         resume = last_checkpoint(paths.checkpoints(stage)) if cfg["RESUME"] else None
         log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
             + (f", resuming from {resume}" if resume else ""))
@@ -390,6 +385,17 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
         say_steps_per_rank(stage, trainer.state.global_step)
         state = record_stage(state, broadcast_object(record), paths, cfg)  # every rank takes rank 0's decision; log
     return model, finish_curriculum(model, tokenizer, state, cfg, paths)
+
+
+def stage_trainer(model, tokenizer, cfg: dict[str, Any], stage: int, dataset, paths: RunPaths, announce: bool = False):
+    """The GRPOTrainer of one stage: the chosen rewards, :func:`grpo_config`, the stage's
+    prompts, in episode mode the rollout (the curriculum's and the CPU step bench's)."""
+    from trl import GRPOTrainer
+
+    os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
+    return GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]),
+                       args=grpo_config(cfg, stage, paths.checkpoints(stage)), train_dataset=dataset,
+                       processing_class=tokenizer, **episode_rollout(cfg, announce=announce))
 
 
 def episode_rollout(cfg: dict[str, Any], announce: bool) -> dict[str, Any]:

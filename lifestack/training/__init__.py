@@ -30,6 +30,7 @@
 - ``learning_rule``: the learning check's judging rule, its tables and reports.
 - ``bench``: the GPU benchmark's model shape, builders, step clock and report lines
   (``scripts/bench_gpu.py``, ``gpu_check.py``, ``gpu_rehearsal.py``).
+- ``step_profile``: where a CPU-profile GRPO step's time goes (``scripts/bench_cpu_step.py``).
 
 Nothing here imports torch, transformers, trl or peft at module level: they are imported
 inside the functions that need them, so ``import lifestack`` stays light.
