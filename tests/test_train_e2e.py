@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from lifestack.training.run_state import checkpoint_is_complete
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "train_trl.py"
 pytestmark = pytest.mark.slow
@@ -124,8 +126,7 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     deadline = time.time() + 400
     try:
         while time.time() < deadline and proc.poll() is None:
-            if (ckpt / "trainer_state.json").exists():
-                time.sleep(0.5)  # let the checkpoint finish writing
+            if checkpoint_is_complete(ckpt):  # its state file is written last: the checkpoint is whole
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be interrupted"
@@ -137,8 +138,16 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
     assert state["next_stage"] == 1 and state["stages"] == [] and state["fingerprint"]  # written before training
 
+    # and a newer checkpoint the kill cut short while saving (its state file written last, empty)
+    ckpts = ckpt.parent
+    whole = max(int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if checkpoint_is_complete(p))
+    torn = ckpts / f"checkpoint-{whole + 1}"
+    torn.mkdir(exist_ok=True)
+    (torn / "trainer_state.json").write_text("")
+
     resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
-    assert "resuming from" in resumed.stdout and "checkpoint-" in resumed.stdout
+    assert f"{torn.name} is incomplete" in resumed.stdout
+    assert f"resuming from lifestack_model/stage_1/checkpoints/checkpoint-{whole}\n" in resumed.stdout
     state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
     assert state["finished"] and state["stages"][0]["steps"] == 8
 

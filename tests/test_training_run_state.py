@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -71,17 +73,44 @@ def test_write_json_atomic_failure_leaves_no_tmp_file(tmp_path):
 
 
 
+def save_checkpoint(ckpts: Path, step: int) -> Path:
+    """A step checkpoint as the Trainer leaves it once saved: its state file written last."""
+    ckpt = ckpts / f"checkpoint-{step}"
+    ckpt.mkdir(parents=True, exist_ok=True)
+    (ckpt / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": []}, indent=2))
+    return ckpt
+
+
 def test_last_checkpoint_picks_the_highest_number(tmp_path):
     assert RS.last_checkpoint(tmp_path / "missing") is None
     ckpts = tmp_path / "checkpoints"
     ckpts.mkdir()
     assert RS.last_checkpoint(ckpts) is None
-    for name in ("checkpoint-2", "checkpoint-10", "checkpoint-9", "checkpoint-final", "checkpoint-", "runs"):
+    for step in (2, 10, 9):
+        save_checkpoint(ckpts, step)
+    for name in ("checkpoint-final", "checkpoint-", "runs"):
         (ckpts / name).mkdir()
     assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-10")
-    (ckpts / "checkpoint-100").mkdir()
+    save_checkpoint(ckpts, 100)
     assert RS.last_checkpoint(ckpts) == str(ckpts / "checkpoint-100")
 
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cut=st.integers(min_value=0, max_value=80), garbage=st.sampled_from([None, b"\xff\xfe", b"[]", b"{}", b"null"]))
+def test_a_checkpoint_killed_while_saving_is_skipped(tmp_path_factory, cut, garbage):
+    """A run killed while the Trainer writes a checkpoint leaves its state file missing,
+    empty, cut short or unreadable: resume takes the newest checkpoint before it (or
+    none), never one that would fail inside ``Trainer.train``."""
+    ckpts = tmp_path_factory.mktemp("ckpts")
+    save_checkpoint(ckpts, 2)
+    state_file = save_checkpoint(ckpts, 4) / "trainer_state.json"
+    text = state_file.read_bytes()
+    state_file.write_bytes(garbage if garbage is not None else text[:cut])
+    complete = garbage is None and cut >= len(text)
+    assert RS.checkpoint_is_complete(state_file.parent) is complete
+    assert RS.last_checkpoint(ckpts) == str(ckpts / ("checkpoint-4" if complete else "checkpoint-2"))
+    (ckpts / "checkpoint-2" / "trainer_state.json").unlink()  # the older one never finished either
+    assert RS.last_checkpoint(ckpts) == (str(ckpts / "checkpoint-4") if complete else None)
 
 
 def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
@@ -168,7 +197,7 @@ def test_killed_fresh_run_is_not_mistaken_for_the_old_run(tmp_path, capsys):
     assert state["next_stage"] == 1 and state["stages"] == []
     assert json.loads((out / "curriculum_state.json").read_text()) == state  # recorded before any training
     assert not any(out.glob("stage_[0-9]*")) and not (out / "adapter_model.safetensors").exists()
-    (out / "stage_1" / "checkpoints" / "checkpoint-2").mkdir(parents=True)  # killed after one step checkpoint
+    save_checkpoint(out / "stage_1" / "checkpoints", 2)  # killed after one step checkpoint
     rerun = RS.start_run(run_cfg(tmp_path))
     assert rerun["next_stage"] == 1 and rerun["stages"] == []
     assert RS.last_checkpoint(out / "stage_1" / "checkpoints") == str(out / "stage_1" / "checkpoints" / "checkpoint-2")

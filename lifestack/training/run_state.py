@@ -219,9 +219,34 @@ def start_run(cfg: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+def checkpoint_is_complete(path: Path) -> bool:
+    """Whether a step checkpoint was written to the end.
+
+    The Trainer writes ``trainer_state.json`` last (after the weights, the optimizer, the
+    scheduler and the RNG state), with a plain ``open(..., "w")``: a run killed while
+    saving leaves a folder whose state file is missing, empty or cut short, and resuming
+    from it fails inside ``Trainer.train``. A state file that parses to the Trainer's
+    state marks a checkpoint that can be resumed.
+    """
+    try:
+        state = json.loads((path / "trainer_state.json").read_text())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(state, dict) and isinstance(state.get("global_step"), int)
+
+
 def last_checkpoint(directory: Path) -> str | None:
+    """The newest complete step checkpoint in ``directory`` (None if there is none).
+
+    An incomplete newer one (a run killed while saving it) is skipped with a log line,
+    so the stage resumes from the checkpoint before it, or starts afresh.
+    """
     if not directory.exists():
         return None
     ckpts = sorted((p for p in directory.glob("checkpoint-*") if p.is_dir() and p.name.split("-")[-1].isdigit()),
-                   key=lambda p: int(p.name.split("-")[-1]))
-    return str(ckpts[-1]) if ckpts else None
+                   key=lambda p: int(p.name.split("-")[-1]), reverse=True)
+    for ckpt in ckpts:
+        if checkpoint_is_complete(ckpt):
+            return str(ckpt)
+        log(f"[resume] {ckpt} is incomplete (no readable trainer_state.json: killed while saving?); skipped")
+    return None
