@@ -344,36 +344,56 @@ def test_bench_script_runs_and_reports_the_ratio():
 
 # -- hostile answers (issue #28) -----------------------------------------------------------
 
-def test_the_worst_answer_under_the_body_limit_is_answered_fast_and_stalls_no_one():
+def test_the_worst_answer_under_the_body_limit_is_answered_with_bounded_work(monkeypatch):
+    """Service calls run on the event loop, so an answer that made the parser re-read
+    itself would stall every client. Each worst answer under the body limit is answered
+    (200), the JSON scan reads at most a fixed multiple of its length (counted, not
+    timed: a clock fails under load), and health checks sent meanwhile are all answered."""
+    import lifestack.actions as A
+
+    decoder, read = A._DECODER, [0]
+
+    class CountingDecoder:
+        def raw_decode(self, text, start):
+            try:
+                obj, end = decoder.raw_decode(text, start)
+            except RecursionError:
+                read[0] += len(text) - start
+                raise
+            except ValueError as exc:
+                read[0] += max(getattr(exc, "pos", len(text)) - start, 1)
+                raise
+            read[0] += end - start
+            return obj, end
+
+    monkeypatch.setattr(A, "_DECODER", CountingDecoder())
     limit = 1 << 20
     with serving(LifeStackService(max_sessions=8, idle_timeout=60, horizon=5), max_body_bytes=limit) as u:
-        def timed_step(text: str) -> float:
+        def step(text: str) -> dict:
             sid = raw(u, "POST", "/reset", b'{"seed": 3, "difficulty": 3, "horizon": 5}')[1]["metadata"]["session_id"]
-            body = json.dumps({"action": text, "session_id": sid}).encode()
-            t0 = time.perf_counter()
-            status, answer = raw(u, "POST", "/step", body)
+            status, answer = raw(u, "POST", "/step", json.dumps({"action": text, "session_id": sid}).encode())
             assert status == 200, answer
-            return time.perf_counter() - t0
+            return answer
 
-        small = timed_step("{}")
         pad = limit - 200
         units = {"open tags": "<SYSTEM_METADATA>", "nested": '{"a":', "braces": "{"}
         worst = {name: unit * (pad // len(json.dumps(unit)[1:-1])) for name, unit in units.items()}  # as sent
-        health: list[float] = []
+        health: list[int] = []
 
         def poll():
             for _ in range(5):
-                t0 = time.perf_counter()
-                assert raw(u, "GET", "/health")[0] == 200
-                health.append(time.perf_counter() - t0)
+                health.append(raw(u, "GET", "/health")[0])
 
         for name, text in worst.items():
             poller = threading.Thread(target=poll)
             poller.start()
-            took = timed_step(text)
+            read[0] = 0
+            answer = step(text)
             poller.join()
-            assert took < small + 1.0, (name, took, small)
-        assert max(health) < 1.0, health
+            assert answer["reward"] <= 0, name
+            # the text is cut to MAX_TEXT_CHARS, then scanned at most twice (as sent, repaired)
+            assert read[0] <= 2 * (A.MAX_SCAN_FACTOR + 1) * A.MAX_TEXT_CHARS, (name, read[0])
+        assert health == [200] * 15, health
 
 
 def test_a_deeply_nested_websocket_action_is_a_4xx_never_a_500(url):
@@ -403,7 +423,6 @@ def test_a_server_gone_mid_episode_is_the_clients_own_error():
 
 
 # -- timeouts, a token, fair shares (issue #28) ---------------------------------------------
-import os  # noqa: E402
 import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
@@ -434,9 +453,8 @@ def test_half_sent_request_heads_are_timed_out(partial):
     with serving(LifeStackService(max_sessions=4, idle_timeout=60), header_timeout=0.5) as u:
         s = _open(u)
         s.sendall(partial)
-        t0 = time.perf_counter()
-        answer = _read_all(s)
-        assert b"<still open>" not in answer and time.perf_counter() - t0 < 3.0
+        answer = _read_all(s)  # the server's 0.5 s limit answers long before the reader's 10 s
+        assert b"<still open>" not in answer
         assert answer.startswith(b"HTTP/1.1 408") and b'"REQUEST_TIMEOUT"' in answer
         assert raw(u, "GET", "/health")[0] == 200
 
@@ -449,10 +467,8 @@ def test_half_sent_bodies_and_idle_keep_alive_are_timed_out():
         assert answer.startswith(b"HTTP/1.1 408") and b'"REQUEST_TIMEOUT"' in answer
         s = _open(u)  # a complete request, then silence: the keep-alive connection is closed
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        t0 = time.perf_counter()
-        answer = _read_all(s)
+        answer = _read_all(s)  # closed by the server's 0.5 s keep-alive, not the reader's 10 s
         assert answer.startswith(b"HTTP/1.1 200") and b"<still open>" not in answer
-        assert time.perf_counter() - t0 < 3.0
 
 
 def test_malformed_http_gets_the_json_error_shape():
@@ -486,10 +502,8 @@ def test_sigterm_exits_within_seconds_with_half_sent_requests_open(tmp_path):
         open_ones[0].sendall(b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"seed\"")
         open_ones[1].sendall(b"POST /reset HTTP/1.1\r\nHost: x")
         time.sleep(0.3)
-        t0 = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
-        assert time.perf_counter() - t0 < 5.0
+        assert proc.wait(timeout=10) is not None  # exits, half-sent requests and all (a hang times out)
     finally:
         if proc.poll() is None:
             proc.kill()
