@@ -14,7 +14,8 @@ from lifestack.training.distributed import is_main_process, log
 from lifestack.training.generation import training_mode
 
 
-def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0) -> list[float]:
+def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, first_demo: int = 0,
+               timings: dict[str, float] | None = None) -> list[float]:
     """A short supervised pass on demonstrations so a tiny model emits JSON.
 
     WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR, written
@@ -25,13 +26,20 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     demonstrations are the demonstrator's turns of played episodes, each after its
     conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
     learning check's imitation control continues on scenarios the warm start never saw).
+    Each demonstration is tokenized once, the first time a batch draws it. ``timings``
+    (optional) gets the seconds spent writing the demonstrations (``demonstrations``),
+    tokenizing (``tokenize``) and in the model, backward pass and optimizer (``model``).
     Returns the loss per step.
     """
+    import time
+
     import torch
 
     steps = cfg["WARM_START_SFT_STEPS"]
     if steps <= 0:
         return []
+    clock = {"demonstrations": 0.0, "tokenize": 0.0, "model": 0.0}
+    t0 = time.perf_counter()
     demonstrator = DEMONSTRATORS[cfg["WARM_START_POLICY"]]
     rng = random.Random(cfg["SEED"] + seeds.WARM_START_BATCHES)
     mode = decisions(cfg["HORIZON"])  # single decisions: one pair; episodes: every turn in its conversation so far
@@ -40,6 +48,17 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
         sc = sample_scenario(cfg["SEED"] + seeds.WARM_START_SCENARIOS + i, 1 + i % 5)
         demo_rng = random.Random(cfg["SEED"] + seeds.WARM_START_DEMONSTRATIONS + i)  # Random(seed + index), as every generated item
         pairs += mode.demonstrations(sc, demonstrator, demo_rng)
+    clock["demonstrations"] += time.perf_counter() - t0
+    tokenized: dict[int, tuple[list[int], list[int]]] = {}
+
+    def tokens(index: int) -> tuple[list[int], list[int]]:
+        if index not in tokenized:
+            messages, answer = pairs[index]
+            p = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            tokenized[index] = (tokenizer(p, add_special_tokens=False)["input_ids"],
+                                tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+        return tokenized[index]
+
     device = next(model.parameters()).device
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg["WARM_START_LR"])
     training_mode(model)  # Unsloth's for_training where it applies (checkpointing on)
@@ -48,25 +67,27 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
 
     # a bar with the time left (rank 0), besides the log line every 20 steps
     for step in tqdm(range(steps), desc="[warm start]", unit="step", disable=not is_main_process(), leave=False):
-        batch = rng.sample(pairs, min(batch_size, len(pairs)))
-        ids, labels = [], []
-        for messages, answer in batch:
-            p = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            p_ids = tokenizer(p, add_special_tokens=False)["input_ids"]
-            a_ids = tokenizer(answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-            ids.append(p_ids + a_ids)
-            labels.append([-100] * len(p_ids) + a_ids)
+        t0 = time.perf_counter()
+        batch = [tokens(i) for i in rng.sample(range(len(pairs)), min(batch_size, len(pairs)))]  # the pairs rng.sample(pairs) drew
+        ids = [p_ids + a_ids for p_ids, a_ids in batch]
+        labels = [[-100] * len(p_ids) + a_ids for p_ids, a_ids in batch]
         width = max(len(x) for x in ids)
         pad = tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(x)) + x for x in ids], device=device)
         label_t = torch.tensor([[-100] * (width - len(x)) + x for x in labels], device=device)
         mask = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in ids], device=device)
+        t1 = time.perf_counter()
         loss = model(input_ids=input_ids, attention_mask=mask, labels=label_t).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad()
         losses.append(float(loss.detach()))
+        clock["tokenize"] += t1 - t0
+        clock["model"] += time.perf_counter() - t1
         if step % 20 == 0 or step == steps - 1:
             log(f"[warm start] step {step + 1}/{steps} loss {losses[-1]:.3f}")
+    if timings is not None:
+        for key, seconds in clock.items():
+            timings[key] = timings.get(key, 0.0) + seconds
     return losses
