@@ -4,7 +4,7 @@
 - ``distributed``: rank, world size, barriers, broadcasts, rank-0 logging.
 - ``tiny_model``: the CPU profile's tiny Qwen2 model and offline tokenizer.
 - ``models``: precision, loading (Unsloth, transformers + PEFT, tiny), saving, merging.
-- ``fast_cpu``: the CPU profile's exact shortcuts (the same computation, less of it).
+- ``fast_cpu``: the CPU profile's shortcuts (the same mathematics, less work).
 - ``rewards``: what the six reward functions share (names, format score, the clip/time/
   episode wrapper, reward vectors) and the process's cached evaluator.
 - ``context``: the run context the reward functions record into, and the feedback source.
