@@ -15,7 +15,8 @@ optimizer steps with a profiler attached. Each step's wall time is split into
 generation (inside ``generate``), scoring (inside the reward functions),
 forward/backward (the loss, the backward pass, clipping, the optimizer step) and
 overhead (the remainder: TRL's batch preparation, in episode mode the environment's
-turns, logging, step checkpoints). Printed: medians per step, each part's share of the
+turns, logging, step checkpoints). The warm start's time per step is split into writing
+the demonstrations, tokenizing and the model. Printed: medians per step, each part's share of the
 total wall time (the shares sum to 1) and steps per minute (60 / the median step), over
 the steps of all repeats after the first ``--skip-first`` of each. The plumbing is
 ``lifestack.training.step_profile``. Timings depend on the machine and whatever else
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -34,7 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402  (the trainer itself: its constants, rewards and stage_trainer)
-from lifestack.training.step_profile import bench_config, breakdown_lines, profile_run, summarize  # noqa: E402
+from lifestack.training.step_profile import (  # noqa: E402
+    bench_config, breakdown_lines, profile_run, summarize, warm_start_line,
+)
 
 
 def _finite(x):
@@ -80,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     warm = [run["warm_start"]["seconds_per_step"] for run in runs]
     print()
     print("\n".join(breakdown_lines(pooled, f"HORIZON={args.horizon}, {args.repeats} repeat(s)")))
-    print(f"warm start: {sorted(warm)[len(warm) // 2]:.3f} s/step (median over repeats of each warm start's mean; "
-          f"{runs[0]['warm_start']['steps']} steps)")
+    print(f"warm start: {statistics.median(warm):.3f} s/step (median over repeats of each warm start's mean over "
+          f"{runs[0]['warm_start']['steps']} steps); repeat 1: {warm_start_line(runs[0]['warm_start'])}")
     if args.json:
         out = {"settings": {"steps": args.steps, "horizon": args.horizon, "repeats": args.repeats, "seed": args.seed,
                             "skip_first": args.skip_first, "init_from": args.init_from, "overrides": overrides},

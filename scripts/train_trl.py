@@ -332,6 +332,7 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
         num_train_epochs=1, logging_steps=1, save_strategy="steps", save_steps=cfg["SAVE_STEPS"], save_total_limit=1,
         report_to=report, seed=cfg["SEED"] + stage, data_seed=cfg["SEED"] + stage, bf16=precision == "bf16", fp16=precision == "fp16",
         use_cpu=not cuda, remove_unused_columns=False,
+        gradient_checkpointing=cfg["_PROFILE"] != "cpu",  # TRL's default, but on CPU: the tiny model needs no memory saved
         disable_tqdm=not is_main_process(),
     )
     if cfg["USE_VLLM"]:

@@ -82,7 +82,8 @@ def test_the_bench_runs_real_grpo_steps_and_reports_every_part(tmp_path, tiny_mo
     assert summary["steps"] == 2  # 3 steps, the first left out
     assert set(summary["share"]) == set(CATEGORIES)
     assert sum(summary["share"].values()) == pytest.approx(1.0)
-    assert set(summary["median"]) == {"wall", *CATEGORIES, *DETAILS}
+    assert set(summary["median"]) == {"wall", *CATEGORIES, *DETAILS, "decode_steps", "generation_per_decode_step"}
+    assert summary["median"]["decode_steps"] >= 1
     (run,) = report["runs"]
     assert len(run["steps"]) == 3
     for step in run["steps"]:

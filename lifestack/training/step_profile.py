@@ -24,8 +24,8 @@ float rounding only).
 
 :func:`summarize` reduces the per-step records to medians and shares (each part's total
 over all steps divided by the total wall time: the four shares sum to 1), and steps per
-minute (60 / the median step). :func:`warm_start_timing` times the warm start's pool
-building and its steps. transformers is imported inside :meth:`StepProfiler.attach`.
+minute (60 / the median step). :func:`warm_start_timing` times the warm start and
+splits its time per step into writing the demonstrations, tokenizing and the model. transformers is imported inside :meth:`StepProfiler.attach`.
 """
 
 from __future__ import annotations
@@ -65,10 +65,13 @@ class StepProfiler:
         self._optimizer = 0.0
         self._reward0 = float(self.reward_clock.reward_seconds)
         self._generate_calls = 0
+        self._decode_steps = 0
 
-    def _wrap(self, owner: Any, name: str, add: Callable[[float], None]) -> None:
+    def _wrap(self, owner: Any, name: str, add: Callable[[float], None],
+              seen: Callable[[tuple, dict, Any], None] | None = None) -> None:
         """Replace ``owner.name`` by a timed call of the same bound method (an instance
-        attribute, so code that calls ``self.name(...)`` goes through it)."""
+        attribute, so code that calls ``self.name(...)`` goes through it); ``seen(args,
+        kwargs, result)`` looks at each call's result."""
         inner = getattr(owner, name)
         had_own = name in vars(owner)
         clock = self.clock
@@ -76,9 +79,12 @@ class StepProfiler:
         def timed(*args, **kwargs):
             t0 = clock()
             try:
-                return inner(*args, **kwargs)
+                out = inner(*args, **kwargs)
             finally:
                 add(clock() - t0)
+            if seen is not None:
+                seen(args, kwargs, out)
+            return out
 
         setattr(owner, name, timed)
         self._undo.append(lambda: setattr(owner, name, inner) if had_own else delattr(owner, name))
@@ -86,6 +92,13 @@ class StepProfiler:
     def _add_generation(self, seconds: float) -> None:
         self._generation += seconds
         self._generate_calls += 1
+
+    def _count_new_tokens(self, args: tuple, kwargs: dict, out: Any) -> None:
+        """The tokens one ``generate`` call added per row (its decoding steps)."""
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        sequences = getattr(out, "sequences", out)
+        if ids is not None and hasattr(sequences, "shape") and hasattr(ids, "shape"):
+            self._decode_steps += int(sequences.shape[-1]) - int(ids.shape[-1])
 
     def _add_prepare(self, seconds: float) -> None:
         self._prepare += seconds
@@ -116,6 +129,7 @@ class StepProfiler:
             "wall": wall, "generation": self._generation, "scoring": scoring, "forward_backward": forward_backward,
             "overhead": overhead, "prepare_other": prepare_other, "log_save_other": max(0.0, overhead - prepare_other),
             "optimizer": self._optimizer, "generate_calls": float(self._generate_calls),
+            "decode_steps": float(self._decode_steps),
         })
         self._reset(now)
 
@@ -138,7 +152,7 @@ class StepProfiler:
                 profiler.step_end()
 
         model = getattr(trainer.model, "module", trainer.model)
-        self._wrap(model, "generate", self._add_generation)
+        self._wrap(model, "generate", self._add_generation, self._count_new_tokens)
         self._wrap(trainer, "_prepare_inputs", self._add_prepare)
         self._wrap(trainer, "training_step", self._add_training_step)
         edges = _Edges()
@@ -155,7 +169,10 @@ def summarize(steps: Sequence[dict[str, float]], skip_first: int = 0) -> dict[st
     """Medians and shares of per-step records (:class:`StepProfiler`'s ``steps``).
 
     ``skip_first`` leaves out that many first steps (warm-up). Returns ``steps`` (how many
-    were summarized), ``median`` (seconds per category, detail and the wall time),
+    were summarized), ``median`` (seconds per category, detail and the wall time; the
+    tokens ``generate`` added per step, ``decode_steps``, and the generation time per
+    added token, ``generation_per_decode_step``: generation time follows the longest
+    answer of a batch, which varies from step to step),
     ``share`` (each category's total over the total wall time; the four sum to 1),
     ``steps_per_minute`` (60 / the median wall time) and ``total_seconds``.
     """
@@ -164,6 +181,9 @@ def summarize(steps: Sequence[dict[str, float]], skip_first: int = 0) -> dict[st
         raise ValueError("no steps to summarize")
     keys = ("wall", *CATEGORIES, *DETAILS)
     median = {k: statistics.median(r[k] for r in rows) for k in keys}
+    decode = [r["generation"] / r["decode_steps"] for r in rows if r.get("decode_steps")]
+    median["decode_steps"] = statistics.median(r.get("decode_steps", 0.0) for r in rows)
+    median["generation_per_decode_step"] = statistics.median(decode) if decode else float("nan")
     total_wall = sum(r["wall"] for r in rows)
     share = {k: (sum(r[k] for r in rows) / total_wall if total_wall > 0 else 0.0) for k in CATEGORIES}
     return {"steps": len(rows), "median": median, "share": share,
@@ -171,16 +191,29 @@ def summarize(steps: Sequence[dict[str, float]], skip_first: int = 0) -> dict[st
             "total_seconds": total_wall}
 
 
-def warm_start_timing(run_warm_start: Callable[[], Sequence[float]], steps: int,
+def warm_start_timing(run_warm_start: Callable[[dict], Sequence[float]], steps: int,
                       clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
-    """Time a warm start: ``run_warm_start()`` runs it and returns its per-step losses.
-    ``{"seconds", "steps", "seconds_per_step", "final_loss"}`` (the per-step figure is the
-    mean over its steps, the pool of demonstrations included)."""
+    """Time a warm start: ``run_warm_start(timings)`` runs it with ``timings`` for its
+    ``timings`` argument and returns its per-step losses. ``{"seconds", "steps",
+    "seconds_per_step", "final_loss"}`` plus the warm start's own split per step
+    (``demonstrations_per_step``, ``tokenize_per_step``, ``model_per_step``; means over
+    its steps, the demonstrations' writing included)."""
+    timings: dict[str, float] = {}
     t0 = clock()
-    losses = list(run_warm_start())
+    losses = list(run_warm_start(timings))
     seconds = clock() - t0
-    return {"seconds": seconds, "steps": steps, "seconds_per_step": seconds / steps if steps else 0.0,
-            "final_loss": losses[-1] if losses else float("nan")}
+    out = {"seconds": seconds, "steps": steps, "seconds_per_step": seconds / steps if steps else 0.0,
+           "final_loss": losses[-1] if losses else float("nan")}
+    for key in ("demonstrations", "tokenize", "model"):
+        out[f"{key}_per_step"] = timings.get(key, float("nan")) / steps if steps else 0.0
+    return out
+
+
+def warm_start_line(warm: dict[str, float]) -> str:
+    """One line for a :func:`warm_start_timing` result."""
+    return (f"warm start: {warm['steps']} steps, {warm['seconds_per_step']:.3f} s/step (writing the demonstrations "
+            f"{warm['demonstrations_per_step']:.3f}, tokenizing {warm['tokenize_per_step']:.3f}, model, backward and "
+            f"optimizer {warm['model_per_step']:.3f}; final loss {warm['final_loss']:.3f})")
 
 
 def breakdown_lines(summary: dict[str, Any], title: str) -> list[str]:
@@ -191,8 +224,9 @@ def breakdown_lines(summary: dict[str, Any], title: str) -> list[str]:
              "| part | median s/step | share of wall time |", "|---|---:|---:|"]
     for k in CATEGORIES:
         lines.append(f"| {k} | {med[k]:.3f} | {share[k]:.1%} |")
-    lines.append(f"(overhead: {med['prepare_other']:.3f} s in TRL's batch preparation, "
-                 f"{med['log_save_other']:.3f} s logging, checkpoints, data loader; "
+    lines.append(f"(generation: {med['decode_steps']:.0f} tokens added per step, "
+                 f"{1000 * med['generation_per_decode_step']:.1f} ms each; overhead: {med['prepare_other']:.3f} s "
+                 f"in TRL's batch preparation, {med['log_save_other']:.3f} s logging, checkpoints, data loader; "
                  f"optimizer {med['optimizer']:.3f} s of forward_backward)")
     return lines
 
@@ -239,10 +273,10 @@ def profile_run(T, cfg: dict[str, Any], *, init_from=None, skip_first: int = 0,
     set_seed(cfg["SEED"])
     model, tokenizer = load_model(cfg, init_from, banner=False)
     warmed = copy.deepcopy(model) if init_from is not None else model
-    warm = warm_start_timing(lambda: warm_start(warmed, tokenizer, cfg), cfg["WARM_START_SFT_STEPS"])
-    del warmed
-    progress(f"[bench] warm start: {warm['steps']} steps, {warm['seconds_per_step']:.3f} s/step "
-             f"(final loss {warm['final_loss']:.3f})" + (f"; GRPO starts from {init_from}" if init_from else ""))
+    warm = warm_start_timing(lambda timings: warm_start(warmed, tokenizer, cfg, timings=timings),
+                             cfg["WARM_START_SFT_STEPS"])
+    warmed = None  # the copy is not needed again: free it
+    progress(f"[bench] {warm_start_line(warm)}" + (f"; GRPO starts from {init_from}" if init_from else ""))
     paths = RunPaths.of(cfg)
     T.RUN.configure(cfg)
     T.RUN.stage, T.RUN.difficulty, T.RUN.signatures = 1, cfg["START_DIFFICULTY"], {}
