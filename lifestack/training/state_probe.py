@@ -1,0 +1,181 @@
+"""Controlled state probes: does a policy's answer change as it should when one thing
+about the state changes?
+
+A closed-loop episode asks for a different decision at every step because the state has
+moved on: a route's first step is done, the budget is spent. A policy that answers the
+same thing whatever the state finishes no task. Each probe pairs a sampled state with a
+copy in which exactly one thing changed, and compares what the policy answers at both
+with what the reward's greedy maximiser (``lifestack.policies.oracle``) answers there:
+
+- ``route_progress``: an open route with at least two steps left has its next step
+  marked done. The oracle now names another step; an answer that still names the done
+  one is *stale* (the env would call it ``wrong_type``).
+- ``budget``: time, money and energy cut to a quarter of what is left. Costs that were
+  affordable may no longer be.
+
+A decision is ``(action_type, route)``, what the env reads to advance a task. A player
+is any function from scenarios to answer texts (:func:`model_player`,
+:func:`policy_player`), so a model, a reference policy and a test double are probed the
+same way (``scripts/state_probe.py``).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Sequence
+
+from lifestack.actions import parse_action
+from lifestack.env import LifeStackEnv
+from lifestack.policies import oracle
+from lifestack.prompts import prompt_text, scenario_prompt
+from lifestack.scenarios import Scenario, sample_scenarios
+from lifestack.scoring import Evaluator
+
+PROBES = ("route_progress", "budget")
+BUDGET_SHARE = 0.25  # the budget probe leaves this share of each resource
+
+Player = Callable[[list[Scenario]], list[str]]
+
+
+@dataclass(frozen=True)
+class ProbePair:
+    """One probe: a state and its copy with one thing changed (``done_step``: the step the
+    route-progress probe marked done, on ``route``)."""
+
+    probe: str
+    before: Scenario
+    after: Scenario
+    route: str | None = None
+    done_step: str | None = None
+
+
+def _env(sc: Scenario) -> LifeStackEnv:
+    env = LifeStackEnv()
+    env.restore(sc.task, sc.state, observe=False)
+    return env
+
+
+def probe_pairs(n: int, seed: int, difficulty: int | None = None) -> list[ProbePair]:
+    """Up to one pair per probe for each of ``n`` seeded scenarios (``sample_scenarios``).
+    A scenario without an open route of two or more steps left gives no route pair."""
+    pairs = []
+    for sc in sample_scenarios(n, difficulty, seed):
+        env = _env(sc)
+        for route in env.open_routes():
+            left = env.next_action_types(route)
+            if len(left) >= 2:
+                state = sc.state.clone()
+                state.route_progress[route] = [*state.route_progress.get(route, []), left[0]]
+                pairs.append(ProbePair("route_progress", sc, replace(sc, state=state), route, left[0]))
+                break
+        state = sc.state.clone()
+        for k in state.resources:
+            state.resources[k] = round(state.resources[k] * BUDGET_SHARE, 1)
+        pairs.append(ProbePair("budget", sc, replace(sc, state=state)))
+    return pairs
+
+
+def decision(text: str | None) -> tuple[str, str | None] | None:
+    """``(action_type, route)`` of an answer, None when it does not parse."""
+    action, _ = parse_action(text) if text is not None else (None, None)
+    return None if action is None else (action.action_type, action.route)
+
+
+def affordable(text: str | None, sc: Scenario) -> bool:
+    """Whether an answer parses and its stated costs fit the resources left at ``sc``."""
+    action, _ = parse_action(text) if text is not None else (None, None)
+    return action is not None and all(float(action.resource_cost.get(k, 0.0)) <= v + 1e-9
+                                      for k, v in sc.state.resources.items())
+
+
+def oracle_answer(sc: Scenario) -> str:
+    return oracle(_env(sc), random.Random(sc.seed))
+
+
+def policy_player(policy: Callable[[LifeStackEnv, random.Random], str]) -> Player:
+    """A reference policy (``lifestack.policies``) answering at each scenario's state."""
+    # seeded by the state's prompt: the same state, the same answer; another state, another draw
+    return lambda scenarios: [policy(_env(sc), random.Random(prompt_text(scenario_prompt(sc)))) for sc in scenarios]
+
+
+def model_player(model, tokenizer, max_new_tokens: int, batch_size: int = 16) -> Player:
+    """A causal LM answering each scenario's prompt, greedy (as the final evaluation plays)."""
+    from lifestack.training.generation import generate_completions
+
+    return lambda scenarios: generate_completions(model, tokenizer, [scenario_prompt(sc) for sc in scenarios],
+                                                  max_new_tokens, batch_size=batch_size)
+
+
+def run_probes(player: Player, pairs: Sequence[ProbePair], evaluator: Evaluator | None = None) -> list[dict[str, Any]]:
+    """Each pair answered by ``player`` and by the oracle at both states: one row per pair
+    with the decisions, the task rewards, and the flags :func:`summarise` counts."""
+    evaluator = evaluator or Evaluator()
+    scenarios = [sc for p in pairs for sc in (p.before, p.after)]
+    texts = player(scenarios)
+    if len(texts) != len(scenarios):
+        raise ValueError(f"the player returned {len(texts)} answers for {len(scenarios)} states")
+    rows = []
+    for i, p in enumerate(pairs):
+        row: dict[str, Any] = {"probe": p.probe, "seed": p.before.seed, "difficulty": p.before.difficulty}
+        for j, (side, sc) in enumerate((("before", p.before), ("after", p.after))):
+            ptext = prompt_text(scenario_prompt(sc))
+            best = oracle_answer(sc)
+            row[side] = {"decision": decision(texts[2 * i + j]), "oracle": decision(best),
+                         "affordable": affordable(texts[2 * i + j], sc), "oracle_affordable": affordable(best, sc),
+                         "reward": float(evaluator.evaluate(ptext, texts[2 * i + j])["reward"]),
+                         "oracle_reward": float(evaluator.evaluate(ptext, best)["reward"])}
+        b, a = row["before"], row["after"]
+        row["changed"] = b["decision"] != a["decision"]
+        row["oracle_changed"] = b["oracle"] != a["oracle"]
+        row["stale"] = p.probe == "route_progress" and a["decision"] == (p.done_step, p.route)
+        rows.append(row)
+    return rows
+
+
+def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per probe: how often the answer changed (and the oracle's did), how often it matched
+    the oracle's decision before and after, the stale share (route probe) and the mean
+    task reward after the change against the oracle's. Shares of the pairs."""
+    out = {}
+    for probe in PROBES:
+        rs = [r for r in rows if r["probe"] == probe]
+        if not rs:
+            continue
+        n = len(rs)
+
+        def share(flag: Callable[[dict], bool]) -> float:
+            return sum(1 for r in rs if flag(r)) / n
+
+        out[probe] = {
+            "pairs": n,
+            "changed": share(lambda r: r["changed"]),
+            "oracle_changed": share(lambda r: r["oracle_changed"]),
+            "changed_when_oracle_did": (sum(1 for r in rs if r["changed"] and r["oracle_changed"])
+                                        / max(1, sum(1 for r in rs if r["oracle_changed"]))),
+            "matches_oracle_before": share(lambda r: r["before"]["decision"] == r["before"]["oracle"]),
+            "matches_oracle_after": share(lambda r: r["after"]["decision"] == r["after"]["oracle"]),
+            "stale": share(lambda r: r["stale"]),
+            "affordable_after": share(lambda r: r["after"]["affordable"]),
+            "oracle_affordable_after": share(lambda r: r["after"]["oracle_affordable"]),
+            "unparseable": sum(1 for r in rs for s in ("before", "after") if r[s]["decision"] is None) / (2 * n),
+            "reward_after": sum(r["after"]["reward"] for r in rs) / n,
+            "oracle_reward_after": sum(r["after"]["oracle_reward"] for r in rs) / n,
+        }
+    return out
+
+
+def format_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    """One line per player and probe."""
+    w = max([12, *(len(p) for p in results)])
+    lines = [f"{'player':<{w}} {'probe':<15} {'pairs':>5} {'changed':>8} {'oracle ch.':>10} {'ch. w/ oracle':>13} "
+             f"{'=oracle bef.':>12} {'=oracle aft.':>12} {'stale':>6} {'unparse.':>8} {'afford. aft.':>12} "
+             f"{'reward aft.':>11} {'oracle':>7}"]
+    for player, by_probe in results.items():
+        for probe, m in by_probe.items():
+            lines.append(f"{player:<{w}} {probe:<15} {m['pairs']:>5} {m['changed']:>8.0%} {m['oracle_changed']:>10.0%} "
+                         f"{m['changed_when_oracle_did']:>13.0%} {m['matches_oracle_before']:>12.0%} "
+                         f"{m['matches_oracle_after']:>12.0%} {m['stale']:>6.0%} {m['unparseable']:>8.0%} "
+                         f"{m['affordable_after']:>12.0%} "
+                         f"{m['reward_after']:>+11.3f} {m['oracle_reward_after']:>+7.3f}")
+    return "\n".join(lines)
