@@ -93,6 +93,18 @@ def random_honest(env: LifeStackEnv, rng: random.Random) -> str:
     return planned_action(env, route, action_type, metrics, rng.uniform(2.0, 8.0), rng.uniform(0.1, 0.4))
 
 
+def random_by_the_rules(env: LifeStackEnv, rng: random.Random) -> str:
+    """:func:`random_honest` that also follows the prompt's routing rule ("name one [route]
+    in "route" with one of its next steps as action_type"): when it names a route, the
+    action type is one of that route's next steps, drawn at random. What an instruction
+    model that reads the prompt brings; which route, which of its steps, which metrics
+    and how much stay random."""
+    route = rng.choice([None, *env.open_routes()])
+    action_type = rng.choice(env.next_action_types(route) if route else ACTION_TYPES)
+    metrics = rng.sample(METRIC_PATHS, rng.randint(1, 3))
+    return planned_action(env, route, action_type, metrics, rng.uniform(2.0, 8.0), rng.uniform(0.1, 0.4))
+
+
 def mixed(rng: random.Random, garbage_below: float, random_below: float, garbage: str) -> Callable[[LifeStackEnv], str]:
     """A seeded mix of play for tests and benches: per answer one draw ``r`` from ``rng``;
     ``garbage`` (unparseable text) when ``r < garbage_below``, a random valid action when
@@ -115,5 +127,5 @@ Policy = Callable[[LifeStackEnv, random.Random], str]
 HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic,
                              "random_honest": random_honest, "random": random_valid, "lazy": lazy}
 # What a warm start may imitate (WARM_START_POLICY): the decisions, or only the form.
-DEMONSTRATORS: dict[str, Policy] = {"heuristic": heuristic, "format": random_honest}
+DEMONSTRATORS: dict[str, Policy] = {"heuristic": heuristic, "format": random_honest, "rules": random_by_the_rules}
 # The reward hacks are lifestack.hacks.HACKS (one catalog); hacks.HACK_POLICIES plays some as policies.

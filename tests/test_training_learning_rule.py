@@ -112,10 +112,14 @@ def test_closed_loop_play_is_paired_over_starts_and_getting_worse_fails_the_chec
     assert arms["before"]["later_advancing"] == 1.0 and arms["after"]["later_advancing"] == 0.0
     lines = "\n".join(R.format_play(play))
     assert "(e) closed-loop play" in lines and "8 episodes" in lines
-    # no worse beyond noise: passes (the rule asks the interval to reach above 0)
+    # reward no worse beyond noise (the rule asks its interval to reach above 0) and more
+    # tasks finished: passes
     for r in seeds:
-        r["episodes_after"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(start)])
+        r["episodes_after"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(start)], outcome="success")
     assert R.summarise(seeds)["passed"]
+    for r in seeds:  # the same reward and no task finished more: success is the primary outcome, fails
+        r["episodes_after"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(start)])
+    assert not R.summarise(seeds)["passed"]
     # the quick smoke check reports it but does not judge it
     seeds[0]["episodes_after"] = episodes(worse)
     assert R.summarise(seeds[:1], quick=True)["passed"]
@@ -128,7 +132,7 @@ def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
     seeds = []
     for seed in (1, 2):
         r = fake(seed, 0, 0, clear, control=[b for b, _ in clear])  # ... and beat the control's decisions
-        r["episodes_before"], r["episodes_after"] = episodes(start), episodes(after)
+        r["episodes_before"], r["episodes_after"] = episodes(start), episodes(after, outcome="success")
         r["episodes_control"] = episodes([x + 0.1 for x in after])  # ... but the control plays better
         seeds.append(r)
     summary = R.summarise(seeds)
@@ -146,7 +150,9 @@ def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
     assert R.summarise(seeds)["passed"]
 
 
-def test_closed_loop_success_falling_beyond_noise_fails_even_when_the_reward_rises():
+def test_closed_loop_success_is_the_primary_outcome():
+    """More reward per step with fewer (or no more) finished tasks fails; the success rate
+    must rise beyond noise: its paired interval above 0."""
     clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
     start = [0.3, 0.1, 0.4, 0.2, 0.0, 0.5, 0.3, 0.2] * 3
     seeds = []
@@ -158,13 +164,19 @@ def test_closed_loop_success_falling_beyond_noise_fails_even_when_the_reward_ris
     summary = R.summarise(seeds)
     play = summary["closed_loop"]
     assert play["change"]["ci95"][0] > 0 and play["success_change"]["mean"] == pytest.approx(-1.0)
-    assert R.play_shortfalls(play) == ["the success rate fell"] and not summary["passed"]
+    assert R.play_shortfalls(play) == ["the success rate did not rise beyond noise"] and not summary["passed"]
     assert "success 100% -> 0% (paired change -100.0%" in "\n".join(R.format_play(play))
-    for r in seeds:  # one start in eight lost its success, one won it: noise, passes
+    assert "closed-loop success (e), the primary outcome, must rise" in R.play_rule(summary)
+    for r in seeds:  # one start in eight lost its success, one won it: no rise beyond noise, fails
         r["episodes_after"] = [dict(e, outcome="success" if i % 8 else "timeout") for i, e in enumerate(r["episodes_after"])]
         r["episodes_before"] = [dict(e, outcome="success" if i % 8 != 1 else "timeout")
                                 for i, e in enumerate(r["episodes_before"])]
-    assert R.summarise(seeds)["passed"]
+    assert not R.summarise(seeds)["passed"]
+    for r in seeds:  # half the starts that failed before now succeed: a rise beyond noise, passes
+        r["episodes_before"] = [dict(e, outcome="timeout") for e in r["episodes_before"]]
+        r["episodes_after"] = [dict(e, outcome="success" if i % 2 else "timeout") for i, e in enumerate(r["episodes_after"])]
+    summary = R.summarise(seeds)
+    assert summary["closed_loop"]["success_change"]["ci95"][0] > 0 and summary["passed"]
 
 
 def test_per_difficulty_table_lists_every_arm_and_the_references():

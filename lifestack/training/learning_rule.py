@@ -160,17 +160,19 @@ def closed_loop(results: list[dict]) -> dict | None:
 
 
 def play_shortfalls(play: dict) -> list[str]:
-    """Where closed-loop play fails the rule: its episode reward is worse than before GRPO
-    beyond noise (the interval does not reach above 0), its success rate fell beyond noise
-    (the interval lies below 0), or it does not beat the control arm's (that interval's
-    lower bound is not above 0)."""
+    """Where closed-loop play fails the rule. Its success rate is the primary outcome (since
+    2026-12-06): the paired change in success must have its 95 % interval above 0 (a
+    policy that finishes no more tasks than before has not learned the job). Besides, its
+    episode reward must not be worse than before GRPO beyond noise (the interval reaches
+    above 0), and it must beat the control arm's (that interval's lower bound above 0)."""
     out = []
+    success = play.get("success_change")
+    lo = success["ci95"][0] if success else None
+    if not (lo is not None and lo > 0):
+        out.append("the success rate did not rise beyond noise")
     hi = play["change"]["ci95"][1]
     if not (hi is not None and hi > 0):
         out.append("episode reward is worse than before GRPO")
-    success = play.get("success_change")
-    if success and success["ci95"][1] is not None and success["ci95"][1] < 0:
-        out.append("the success rate fell")
     vs = play.get("vs_control")
     if vs is not None and not (vs["ci95"][0] is not None and vs["ci95"][0] > 0):
         out.append("episode reward does not beat the control arm's")
@@ -254,8 +256,9 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # full: decisions must improve (the task reward among valid answers, paired), not only
     # the format, and with a control arm GRPO's decisions must beat the control's.
     learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo is not None and control_lo > 0))
-    # ... and the trainer's own final evaluation (closed-loop greedy play) must not get
-    # worse beyond noise, nor end worse than the control's: each interval must reach above 0.
+    # ... and the trainer's own final evaluation (closed-loop greedy play) must finish more
+    # tasks (success, paired, interval above 0), not get worse in reward beyond noise, and
+    # beat the control's reward.
     play = closed_loop(results)
     play_ok = play is None or not play_shortfalls(play)
     passed = (moved and finite if quick else learned and play_ok) and not collapsed
@@ -353,10 +356,12 @@ def play_rule(summary: dict) -> str:
     play = summary.get("closed_loop")
     if not play:
         return ""
-    rule = (f"; closed-loop play (e) must not get worse beyond noise: its 95% CI must reach above 0 (upper bound "
-            f"{play['change']['ci95'][1]:+.3f})")
+    rule = ""
     if play.get("success_change"):
-        rule += f", nor its success rate fall beyond noise (upper bound {play['success_change']['ci95'][1]:+.1%})"
+        rule += (f"; closed-loop success (e), the primary outcome, must rise: the 95% CI of its paired change above 0 "
+                 f"(lower bound {play['success_change']['ci95'][0]:+.1%})")
+    rule += (f"; closed-loop episode reward must not get worse beyond noise: its 95% CI must reach above 0 (upper "
+             f"bound {play['change']['ci95'][1]:+.3f})")
     if play.get("vs_control"):
         rule += (f"; GRPO must beat the control in closed-loop play: 95% CI above 0 (lower bound "
                  f"{play['vs_control']['ci95'][0]:+.3f})")
@@ -393,8 +398,8 @@ def report(T, results: list[dict], s: dict, quick: bool, control: str | None) ->
                  for f, d in (r.get("diversity_after") or {}).items()]
         print(f"answer diversity after GRPO, seed {r['seed']}: {'; '.join(parts) or 'no parsed answer'}")
     if not quick and not summary["closed_loop_ok"]:
-        print("FAIL: closed-loop play (e), the trainer's own final evaluation, is worse beyond noise after GRPO "
-              + " and ".join(play_shortfalls(summary["closed_loop"])))
+        print("FAIL: closed-loop play (e), the trainer's own final evaluation: "
+              + "; ".join(play_shortfalls(summary["closed_loop"])))
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     per_seed = lambda xs: [None if d is None else round(d, 3) for d in xs]  # noqa: E731
