@@ -238,3 +238,33 @@ def test_unparseable_answers_never_move_decision_quality(per, data):
             spoiled[arm][i] = answers + [{"task": -0.5, "valid": False, "key": None}] * extra
     assert R.decision_change([spoiled], "answers_after", "answers_before") == \
         pytest.approx(R.decision_change([base], "answers_after", "answers_before"))
+
+
+def test_beyond_the_teacher_needs_more_successes_than_the_heuristic_at_difficulties_4_5():
+    """--beyond-teacher: on the starts of difficulties 4-5, GRPO's closed-loop success
+    (over the seeds) against the heuristic's own on the same starts, paired, interval > 0."""
+    clear = [(-0.5, -0.2), (-0.3, 0.0), (-0.4, -0.1), (-0.2, 0.2), (-0.5, -0.3), (0.0, 0.3)]
+    diffs = [1 + i % 5 for i in range(40)]
+    teacher = [{"difficulty": d, "reward": 0.5, "outcome": "success" if d < 4 or i % 2 else "timeout"}
+               for i, d in enumerate(diffs)]  # the heuristic: every start below 4, half of 4-5
+
+    def seed(n: int, won) -> dict:
+        r = fake(n, 0, 0, clear, control=[b for b, _ in clear])
+        r["episodes_before"] = [{"difficulty": d, "reward": 0.0, "outcome": "timeout", "turn_rewards": [0.0],
+                                 "route_statuses": ["advanced"]} for d in diffs]
+        r["episodes_after"] = [{"difficulty": d, "reward": 0.5, "outcome": "success" if won(i, d) else "timeout",
+                                "turn_rewards": [0.5], "route_statuses": ["advanced"]} for i, d in enumerate(diffs)]
+        r["episodes_control"] = r["episodes_before"]
+        return r
+
+    as_good = [seed(n, lambda i, d: d < 4 or i % 2) for n in (1, 2)]  # the teacher's successes exactly
+    assert R.summarise(as_good)["passed"]  # the rule without the teacher setting
+    s = R.summarise(as_good, ref_play={"heuristic": teacher}, teacher=True)
+    b = s["beyond_teacher"]
+    assert b["starts"] == 16 and b["grpo_success"] == b["teacher_success"] == 0.5
+    assert b["change"]["mean"] == 0.0 and not s["passed"]
+    better = [seed(n, lambda i, d: True) for n in (1, 2)]  # every start of 4-5 finished
+    s = R.summarise(better, ref_play={"heuristic": teacher}, teacher=True)
+    assert s["beyond_teacher"]["change"]["ci95"][0] > 0 and s["passed"]
+    assert not R.summarise(better, teacher=True)["passed"]  # no heuristic play to compare with: not shown, fails
+    assert R.summarise(better, quick=True, teacher=True)["beyond_teacher"] is None

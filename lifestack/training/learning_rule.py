@@ -228,8 +228,30 @@ def format_per_difficulty(table: dict[int, dict]) -> list[str]:
     return lines
 
 
+TEACHER_DIFFICULTIES = (4, 5)  # where the heuristic teacher finishes fewest tasks
+
+
+def beyond_teacher(results: list[dict], ref_play: dict[str, list[dict]] | None,
+                   difficulties: tuple[int, ...] = TEACHER_DIFFICULTIES) -> dict | None:
+    """The beyond-the-teacher comparison: on the final-evaluation starts of
+    ``difficulties``, GRPO's closed-loop success against the heuristic's (the teacher a
+    ``WARM_START_POLICY=heuristic`` run imitated) on the same starts, paired per start (GRPO
+    averaged over the seeds), with its 95 % interval. None without the heuristic's play."""
+    teacher = (ref_play or {}).get("heuristic")
+    if not teacher or not all(r.get("episodes_after") for r in results):
+        return None
+    idx = [i for i, g in enumerate(teacher) if g["difficulty"] in difficulties]
+    if not idx or any(len(r["episodes_after"]) != len(teacher) for r in results):
+        return None
+    won = lambda row: float(row["outcome"] == "success")  # noqa: E731
+    diffs = [statistics.mean(won(r["episodes_after"][i]) for r in results) - won(teacher[i]) for i in idx]
+    return {"difficulties": list(difficulties), "starts": len(idx),
+            "grpo_success": statistics.mean(won(r["episodes_after"][i]) for r in results for i in idx),
+            "teacher_success": statistics.mean(won(teacher[i]) for i in idx), "change": _interval(diffs)}
+
+
 def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None,
-              ref_play: dict[str, list[dict]] | None = None) -> dict:
+              ref_play: dict[str, list[dict]] | None = None, teacher: bool = False) -> dict:
     """The verdict on the seeds and every figure behind it: per metric the mean and spread
     over seeds before and after GRPO, the paired comparison (:func:`paired`, with the
     references ``refs`` when given), closed-loop play (:func:`closed_loop`), collapsed
@@ -261,10 +283,16 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # beat the control's reward.
     play = closed_loop(results)
     play_ok = play is None or not play_shortfalls(play)
-    passed = (moved and finite if quick else learned and play_ok) and not collapsed
+    # beyond the teacher (``teacher``, a heuristic warm start): GRPO must also finish more
+    # tasks than the heuristic itself where it is weakest (paired interval above 0)
+    beyond = beyond_teacher(results, ref_play) if teacher and not quick else None
+    teacher_ok = not teacher or quick or (beyond is not None and beyond["change"]["ci95"][0] is not None
+                                          and beyond["change"]["ci95"][0] > 0)
+    passed = (moved and finite if quick else learned and play_ok and teacher_ok) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
             "collapsed": collapsed, "closed_loop": play, "closed_loop_ok": play_ok,
+            "beyond_teacher": beyond, "teacher": teacher,
             "per_difficulty": per_difficulty(results, refs, ref_play) if refs and all("difficulty" in x for x in refs) else {},
             "mean_frac_reward_zero_std": statistics.mean(zero_std) if zero_std else None}
 
@@ -373,13 +401,13 @@ def fmt_bound(d: dict) -> str:
     return "n/a" if lo is None else f"{lo:+.3f}"
 
 
-def report(T, results: list[dict], s: dict, quick: bool, control: str | None) -> dict:
+def report(T, results: list[dict], s: dict, quick: bool, control: str | None, teacher: bool = False) -> dict:
     """Summarise the seeds, print the report and the verdict; returns the summary. ``T``:
     the training script's module, which scores the reference policies on the held-out
     prompts and plays them on the closed-loop starts."""
     refs = reference_scores(T, held_out(s))
     ref_play = reference_play(T, len(results[0].get("episodes_before") or [])) if not quick else None
-    summary = summarise(results, quick=quick, refs=refs, ref_play=ref_play)
+    summary = summarise(results, quick=quick, refs=refs, ref_play=ref_play, teacher=teacher)
     print(format_table(summary, len(results), control or "shuffled"))
     if summary["mean_frac_reward_zero_std"] is not None:
         print(f"mean frac_reward_zero_std over training: {summary['mean_frac_reward_zero_std']:.3f}")
@@ -400,6 +428,16 @@ def report(T, results: list[dict], s: dict, quick: bool, control: str | None) ->
     if not quick and not summary["closed_loop_ok"]:
         print("FAIL: closed-loop play (e), the trainer's own final evaluation: "
               + "; ".join(play_shortfalls(summary["closed_loop"])))
+    if teacher and not quick:
+        b = summary["beyond_teacher"]
+        if b is None:
+            print("FAIL: beyond the teacher: no closed-loop play to set beside the heuristic's")
+        else:
+            ok = b["change"]["ci95"][0] is not None and b["change"]["ci95"][0] > 0
+            print(f"{'beyond the teacher' if ok else 'FAIL: not beyond the teacher'}: closed-loop success at difficulties "
+                  f"{'-'.join(map(str, b['difficulties']))} ({b['starts']} starts): GRPO {b['grpo_success']:.0%} vs the "
+                  f"heuristic {b['teacher_success']:.0%}, paired change {b['change']['mean']:+.1%} (95% CI "
+                  f"{b['change']['ci95'][0]:+.1%} .. {b['change']['ci95'][1]:+.1%}; must lie above 0)")
     if summary["collapsed"]:
         print(f"FAIL: the policy collapsed onto one answer while the tasks vary ({', '.join(summary['collapsed'])})")
     per_seed = lambda xs: [None if d is None else round(d, 3) for d in xs]  # noqa: E731
@@ -423,7 +461,7 @@ def report_saved(T, path: Path) -> int:
     control = "shuffled" if control is True else (control or None)  # files before --control=KIND saved a bool
     print(f"[learning check] {len(results)} saved seeds from {path} (seeds {[r['seed'] for r in results]}), "
           "judged with today's rule", flush=True)
-    return 0 if report(T, results, s, quick, control)["passed"] else 1
+    return 0 if report(T, results, s, quick, control, teacher=bool(s.get("beyond_teacher")))["passed"] else 1
 
 
 def compare_runs(a_path: Path, b_path: Path) -> int:
