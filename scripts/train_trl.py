@@ -118,7 +118,7 @@ VLLM_SERVER_PORT = 8000
 REPORT_TO = "auto"  # auto (tensorboard when installed) | none | tensorboard | wandb
 # --- warm start, feedback, CPU profile -----------------------------------------------
 WARM_START_SFT_STEPS = 0  # supervised steps on demonstrations before GRPO
-WARM_START_POLICY = "format"  # format: random decisions in the right form (GRPO must find the decisions) | heuristic
+WARM_START_POLICY = "format"  # format: random decisions in the right form (GRPO must find the decisions) | rules | heuristic
 WARM_START_LR = 1e-5
 FEEDBACK_DB = ""  # outcome-feedback SQLite file; "" = lifestack.feedback.default_db_path()
 FEEDBACK_ON_ERROR = "raise"  # raise | zero: what an unreadable feedback database does

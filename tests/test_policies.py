@@ -166,7 +166,7 @@ def test_random_honest_is_the_form_without_the_decisions():
     from lifestack.diversity import answer_key
     from lifestack.policies import DEMONSTRATORS, random_honest
 
-    assert DEMONSTRATORS == {"heuristic": heuristic, "format": random_honest}
+    assert DEMONSTRATORS["heuristic"] is heuristic and DEMONSTRATORS["format"] is random_honest
     same, keys = 0, set()
     for i, sc in enumerate(SCENARIOS * 3):
         env = env_for(sc)
@@ -182,3 +182,26 @@ def test_random_honest_is_the_form_without_the_decisions():
         same += answer_key(action) == answer_key(h)
         keys.add(answer_key(action))
     assert same < len(SCENARIOS * 3) / 2 and len(keys) > 10
+
+
+def test_random_by_the_rules_names_a_next_step_of_the_route_it_names():
+    """The ``rules`` demonstrator: random_honest's form, and a named route is always
+    advanced (its action type is one of the route's next steps); still random otherwise."""
+    from lifestack.policies import DEMONSTRATORS, random_by_the_rules
+
+    assert DEMONSTRATORS["rules"] is random_by_the_rules
+    routed, advanced, keys = 0, 0, set()
+    for i, sc in enumerate(SCENARIOS * 3):
+        env = env_for(sc)
+        text = random_by_the_rules(env, random.Random(i))
+        assert text == random_by_the_rules(env_for(sc), random.Random(i))  # seeded
+        action, reason = parse_action(text)
+        assert action is not None, reason
+        keys.add((action.action_type, action.route))
+        if action.route is not None:
+            routed += 1
+            assert action.route in env.open_routes() and action.action_type in env.next_action_types(action.route)
+            obs = env.step(text)
+            assert obs.metadata["breakdown"]["plausibility"] == 1.0
+            advanced += obs.metadata["breakdown"].get("route_status") in ("advanced", "completed")
+    assert routed > 0 and advanced == routed and len(keys) > 5

@@ -21,8 +21,8 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     WARM_START_SFT_STEPS steps of ``batch_size`` demonstrations at WARM_START_LR, written
     by ``lifestack.policies.DEMONSTRATORS[WARM_START_POLICY]``: ``format`` (random
     decisions in the right form, honest costs: the format an instruction model brings,
-    so every decision gain is GRPO's) or ``heuristic`` (the near-optimal decisions
-    themselves). Loss is on the completion tokens only. In episode mode the
+    so every decision gain is GRPO's), ``rules`` (the same, following the prompt's routing
+    rule) or ``heuristic`` (the near-optimal decisions themselves). Loss is on the completion tokens only. In episode mode the
     demonstrations are the demonstrator's turns of played episodes, each after its
     conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
     learning check's imitation control continues on scenarios the warm start never saw).
