@@ -160,6 +160,18 @@ def test_honest_answers_claim_exactly_what_they_pay_for(seed):
     assert obs.metadata["breakdown"]["plausibility"] == 1.0 and "penalty.implausible" not in obs.metadata["breakdown"]
 
 
+def seeded_demonstrations(policy):
+    """``(scenario, env, action, text)`` of ``policy``'s answer on each test scenario, three
+    rounds with ``random.Random(i)``; asserts each is seeded and parses."""
+    for i, sc in enumerate(SCENARIOS * 3):
+        env = env_for(sc)
+        text = policy(env, random.Random(i))
+        assert text == policy(env_for(sc), random.Random(i))  # seeded
+        action, reason = parse_action(text)
+        assert action is not None, reason
+        yield sc, env, action, text
+
+
 def test_random_honest_is_the_form_without_the_decisions():
     """The format warm start's demonstrator: always valid, honestly paid and truthfully
     explained; the decision itself (route, step, metrics) is random."""
@@ -168,12 +180,7 @@ def test_random_honest_is_the_form_without_the_decisions():
 
     assert DEMONSTRATORS["heuristic"] is heuristic and DEMONSTRATORS["format"] is random_honest
     same, keys = 0, set()
-    for i, sc in enumerate(SCENARIOS * 3):
-        env = env_for(sc)
-        text = random_honest(env, random.Random(i))
-        assert text == random_honest(env_for(sc), random.Random(i))  # seeded
-        action, reason = parse_action(text)
-        assert action is not None, reason
+    for sc, env, action, text in seeded_demonstrations(random_honest):
         obs = env.step(text)
         b = obs.metadata["breakdown"]
         assert b["plausibility"] == 1.0 and "penalty.unaffordable" not in b
@@ -191,12 +198,7 @@ def test_random_by_the_rules_names_a_next_step_of_the_route_it_names():
 
     assert DEMONSTRATORS["rules"] is random_by_the_rules
     routed, advanced, keys = 0, 0, set()
-    for i, sc in enumerate(SCENARIOS * 3):
-        env = env_for(sc)
-        text = random_by_the_rules(env, random.Random(i))
-        assert text == random_by_the_rules(env_for(sc), random.Random(i))  # seeded
-        action, reason = parse_action(text)
-        assert action is not None, reason
+    for _, env, action, text in seeded_demonstrations(random_by_the_rules):
         keys.add((action.action_type, action.route))
         if action.route is not None:
             routed += 1
