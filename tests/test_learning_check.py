@@ -77,6 +77,20 @@ def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypat
     assert err.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
+def test_beyond_teacher_warm_starts_on_the_heuristic_and_an_explicit_override_wins(tmp_path, monkeypatch):
+    seen = []
+
+    def stop(T, seed, out, s, extra, control=None):
+        seen.append(list(extra))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(L, "run_seed", stop)
+    for argv in (["--beyond-teacher"], ["--beyond-teacher", "--", "--WARM_START_POLICY=rules"], []):
+        with pytest.raises(SystemExit):
+            L.main(["--seeds", "1", "--out", str(tmp_path), *argv])
+    assert seen == [["--WARM_START_POLICY=heuristic"], ["--WARM_START_POLICY=heuristic", "--WARM_START_POLICY=rules"], []]
+
+
 def test_imitation_capacity_script_runs_in_a_tiny_shape(capsys, tmp_path):
     """scripts/imitation_capacity.py (issue #26, item 2): imitate the heuristic in blocks,
     then report valid JSON, decision quality and the heuristic's own on the same prompts."""
