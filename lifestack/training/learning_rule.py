@@ -120,6 +120,16 @@ def paired(results: list[dict], refs: list[dict] | None = None) -> dict:
     return out
 
 
+def won(row: dict) -> float:
+    """1.0 for a closed-loop episode that finished its task, else 0.0."""
+    return float(row["outcome"] == "success")
+
+
+def above_zero(bound: float | None) -> bool:
+    """Whether an interval's bound exists and lies above 0 (the rule's test, everywhere)."""
+    return bound is not None and bound > 0
+
+
 def _arm_play(rows: list[dict]) -> dict:
     """One arm's closed-loop play: episode reward, its first decision and its later ones
     (the states the policy's own earlier actions made), successes, and what the later
@@ -129,7 +139,7 @@ def _arm_play(rows: list[dict]) -> dict:
     statuses = [x for r in rows for x in (r.get("route_statuses") or [])[1:]]
     share = lambda keys: (sum(x in keys for x in statuses) / len(statuses)) if statuses else None  # noqa: E731
     return {"episode_reward": _mean([r["reward"] for r in rows]), "first_decision": _mean(first),
-            "later_decisions": _mean(later), "success_rate": _mean([float(r["outcome"] == "success") for r in rows]),
+            "later_decisions": _mean(later), "success_rate": _mean([won(r) for r in rows]),
             "later_advancing": share(ADVANCING), "later_wrong_step": share(("wrong_type",)),
             "later_invalid": share(("invalid",))}
 
@@ -146,7 +156,6 @@ def closed_loop(results: list[dict]) -> dict | None:
         return [statistics.mean(r[later][i]["reward"] - r[earlier][i]["reward"] for r in results) for i in range(n)]
 
     def success_change() -> list[float]:
-        won = lambda row: float(row["outcome"] == "success")  # noqa: E731
         return [statistics.mean(won(r["episodes_after"][i]) - won(r["episodes_before"][i]) for r in results)
                 for i in range(n)]
 
@@ -167,14 +176,12 @@ def play_shortfalls(play: dict) -> list[str]:
     above 0), and it must beat the control arm's (that interval's lower bound above 0)."""
     out = []
     success = play.get("success_change")
-    lo = success["ci95"][0] if success else None
-    if not (lo is not None and lo > 0):
+    if not above_zero(success["ci95"][0] if success else None):
         out.append("the success rate did not rise beyond noise")
-    hi = play["change"]["ci95"][1]
-    if not (hi is not None and hi > 0):
+    if not above_zero(play["change"]["ci95"][1]):
         out.append("episode reward is worse than before GRPO")
     vs = play.get("vs_control")
-    if vs is not None and not (vs["ci95"][0] is not None and vs["ci95"][0] > 0):
+    if vs is not None and not above_zero(vs["ci95"][0]):
         out.append("episode reward does not beat the control arm's")
     return out
 
@@ -198,12 +205,12 @@ def per_difficulty(results: list[dict], refs: list[dict], ref_play: dict[str, li
             games = [g for r in results for g in (r.get(f"episodes_{arm}") or []) if g.get("difficulty") == d]
             row[arm] = {"decision": _mean([x["task"] for x in valid]), "regret": _mean(regrets),
                         "valid": _mean([float(x["valid"]) for x in answers]),
-                        "success": _mean([float(g["outcome"] == "success") for g in games])}
+                        "success": _mean([won(g) for g in games])}
         for name in ("heuristic", "oracle"):
             games = [g for g in (ref_play or {}).get(name, []) if g["difficulty"] == d]
             row[name] = {"decision": _mean([refs[i][name] for i in idx]),
                          "regret": _mean([refs[i]["oracle"] - refs[i][name] for i in idx]), "valid": 1.0,
-                         "success": _mean([float(g["outcome"] == "success") for g in games])}
+                         "success": _mean([won(g) for g in games])}
         out[d] = row
     return out
 
@@ -243,11 +250,11 @@ def beyond_teacher(results: list[dict], ref_play: dict[str, list[dict]] | None,
     idx = [i for i, g in enumerate(teacher) if g["difficulty"] in difficulties]
     if not idx or any(len(r["episodes_after"]) != len(teacher) for r in results):
         return None
-    won = lambda row: float(row["outcome"] == "success")  # noqa: E731
-    diffs = [statistics.mean(won(r["episodes_after"][i]) for r in results) - won(teacher[i]) for i in idx]
+    change = _interval([statistics.mean(won(r["episodes_after"][i]) for r in results) - won(teacher[i]) for i in idx])
     return {"difficulties": list(difficulties), "starts": len(idx),
             "grpo_success": statistics.mean(won(r["episodes_after"][i]) for r in results for i in idx),
-            "teacher_success": statistics.mean(won(teacher[i]) for i in idx), "change": _interval(diffs)}
+            "teacher_success": statistics.mean(won(teacher[i]) for i in idx), "change": change,
+            "beyond": above_zero(change["ci95"][0])}
 
 
 def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None = None,
@@ -277,7 +284,7 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # quick: a smoke check of the pipeline (8 prompts are too few for a verdict on learning).
     # full: decisions must improve (the task reward among valid answers, paired), not only
     # the format, and with a control arm GRPO's decisions must beat the control's.
-    learned = decision_lo is not None and decision_lo > 0 and (control is None or (control_lo is not None and control_lo > 0))
+    learned = above_zero(decision_lo) and (control is None or above_zero(control_lo))
     # ... and the trainer's own final evaluation (closed-loop greedy play) must finish more
     # tasks (success, paired, interval above 0), not get worse in reward beyond noise, and
     # beat the control's reward.
@@ -286,8 +293,7 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
     # beyond the teacher (``teacher``, a heuristic warm start): GRPO must also finish more
     # tasks than the heuristic itself where it is weakest (paired interval above 0)
     beyond = beyond_teacher(results, ref_play) if teacher and not quick else None
-    teacher_ok = not teacher or quick or (beyond is not None and beyond["change"]["ci95"][0] is not None
-                                          and beyond["change"]["ci95"][0] > 0)
+    teacher_ok = not teacher or quick or (beyond is not None and beyond["beyond"])
     passed = (moved and finite if quick else learned and play_ok and teacher_ok) and not collapsed
     zero_std = [z for r in results for z in r["frac_reward_zero_std"] if z is not None]
     return {"table": table, "task_deltas": deltas, "decision_deltas": decision_deltas, "paired": pair, "passed": passed, "quick": quick,
@@ -433,8 +439,7 @@ def report(T, results: list[dict], s: dict, quick: bool, control: str | None, te
         if b is None:
             print("FAIL: beyond the teacher: no closed-loop play to set beside the heuristic's")
         else:
-            ok = b["change"]["ci95"][0] is not None and b["change"]["ci95"][0] > 0
-            print(f"{'beyond the teacher' if ok else 'FAIL: not beyond the teacher'}: closed-loop success at difficulties "
+            print(f"{'beyond the teacher' if b['beyond'] else 'FAIL: not beyond the teacher'}: closed-loop success at difficulties "
                   f"{'-'.join(map(str, b['difficulties']))} ({b['starts']} starts): GRPO {b['grpo_success']:.0%} vs the "
                   f"heuristic {b['teacher_success']:.0%}, paired change {b['change']['mean']:+.1%} (95% CI "
                   f"{b['change']['ci95'][0]:+.1%} .. {b['change']['ci95'][1]:+.1%}; must lie above 0)")
