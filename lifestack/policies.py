@@ -87,8 +87,15 @@ def random_honest(env: LifeStackEnv, rng: random.Random) -> str:
     what the task needs (which route, which step, which metrics). The route is drawn from
     the open ones and none, the action type from all seven, one to three metrics from all
     23, 2-8 points each, paid with 10-40 % of what is left (``planned_action``)."""
+    return _random_planned(env, rng, follow_routes=False)
+
+
+def _random_planned(env: LifeStackEnv, rng: random.Random, follow_routes: bool) -> str:
+    """A random honest decision: a route from the open ones and none, an action type from
+    all seven (``follow_routes``: from the named route's next steps), one to three metrics,
+    2-8 points each, paid with 10-40 % of what is left. One draw order for both callers."""
     route = rng.choice([None, *env.open_routes()])
-    action_type = rng.choice(ACTION_TYPES)
+    action_type = rng.choice(env.next_action_types(route) if follow_routes and route else ACTION_TYPES)
     metrics = rng.sample(METRIC_PATHS, rng.randint(1, 3))
     return planned_action(env, route, action_type, metrics, rng.uniform(2.0, 8.0), rng.uniform(0.1, 0.4))
 
@@ -99,10 +106,7 @@ def random_by_the_rules(env: LifeStackEnv, rng: random.Random) -> str:
     action type is one of that route's next steps, drawn at random. What an instruction
     model that reads the prompt brings; which route, which of its steps, which metrics
     and how much stay random."""
-    route = rng.choice([None, *env.open_routes()])
-    action_type = rng.choice(env.next_action_types(route) if route else ACTION_TYPES)
-    metrics = rng.sample(METRIC_PATHS, rng.randint(1, 3))
-    return planned_action(env, route, action_type, metrics, rng.uniform(2.0, 8.0), rng.uniform(0.1, 0.4))
+    return _random_planned(env, rng, follow_routes=True)
 
 
 def mixed(rng: random.Random, garbage_below: float, random_below: float, garbage: str) -> Callable[[LifeStackEnv], str]:
