@@ -25,7 +25,6 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
-from lifestack.actions import parse_action
 from lifestack.env import LifeStackEnv
 from lifestack.policies import oracle
 from lifestack.prompts import prompt_text, scenario_prompt
@@ -76,17 +75,25 @@ def probe_pairs(n: int, seed: int, difficulty: int | None = None) -> list[ProbeP
     return pairs
 
 
-def decision(text: str | None) -> tuple[str, str | None] | None:
-    """``(action_type, route)`` of an answer, None when it does not parse."""
-    action, _ = parse_action(text) if text is not None else (None, None)
+def decision(action) -> tuple[str, str | None] | None:
+    """``(action_type, route)`` of a parsed answer, None for one that did not parse."""
     return None if action is None else (action.action_type, action.route)
 
 
-def affordable(text: str | None, sc: Scenario) -> bool:
-    """Whether an answer parses and its stated costs fit the resources left at ``sc``."""
-    action, _ = parse_action(text) if text is not None else (None, None)
+def affordable(action, sc: Scenario) -> bool:
+    """Whether a parsed answer's stated costs fit the resources left at ``sc`` (False for
+    one that did not parse)."""
     return action is not None and all(float(action.resource_cost.get(k, 0.0)) <= v + 1e-9
                                       for k, v in sc.state.resources.items())
+
+
+def _side(evaluator: Evaluator, ptext: str, text: str, best: str, sc: Scenario) -> dict[str, Any]:
+    """One state of a pair: the player's answer and the oracle's, each parsed once (by the
+    evaluation, which scores the metadata-stripped text as training does)."""
+    ev, ref = evaluator.evaluate(ptext, text), evaluator.evaluate(ptext, best)
+    return {"decision": decision(ev["action"]), "oracle": decision(ref["action"]),
+            "affordable": affordable(ev["action"], sc), "oracle_affordable": affordable(ref["action"], sc),
+            "reward": float(ev["reward"]), "oracle_reward": float(ref["reward"])}
 
 
 def oracle_answer(sc: Scenario) -> str:
@@ -115,16 +122,15 @@ def run_probes(player: Player, pairs: Sequence[ProbePair], evaluator: Evaluator 
     texts = player(scenarios)
     if len(texts) != len(scenarios):
         raise ValueError(f"the player returned {len(texts)} answers for {len(scenarios)} states")
+    known: dict[int, tuple[str, str]] = {}  # id(scenario) -> (prompt text, oracle answer): a probe's states share one
     rows = []
     for i, p in enumerate(pairs):
         row: dict[str, Any] = {"probe": p.probe, "seed": p.before.seed, "difficulty": p.before.difficulty}
         for j, (side, sc) in enumerate((("before", p.before), ("after", p.after))):
-            ptext = prompt_text(scenario_prompt(sc))
-            best = oracle_answer(sc)
-            row[side] = {"decision": decision(texts[2 * i + j]), "oracle": decision(best),
-                         "affordable": affordable(texts[2 * i + j], sc), "oracle_affordable": affordable(best, sc),
-                         "reward": float(evaluator.evaluate(ptext, texts[2 * i + j])["reward"]),
-                         "oracle_reward": float(evaluator.evaluate(ptext, best)["reward"])}
+            if id(sc) not in known:
+                known[id(sc)] = (prompt_text(scenario_prompt(sc)), oracle_answer(sc))
+            ptext, best = known[id(sc)]
+            row[side] = _side(evaluator, ptext, texts[2 * i + j], best, sc)
         b, a = row["before"], row["after"]
         row["changed"] = b["decision"] != a["decision"]
         row["oracle_changed"] = b["oracle"] != a["oracle"]
