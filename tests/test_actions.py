@@ -440,39 +440,20 @@ def test_decoder_value_error_handled_like_invalid_json():
     assert reason is None and action is not None and action.action_type == "negotiate"
 
 
-def test_the_json_scan_stays_linear_on_nesting_built_to_be_reread():
+def test_the_json_scan_stays_linear_on_nesting_built_to_be_reread(monkeypatch):
     """'{"a":' repeated makes every '{' re-read the rest of the text: the square of its
     length (about 0.45 s at the 20,000-character cut). The failed candidates' reading is
     bounded (MAX_SCAN_FACTOR x the text), so it stops early and says why."""
     import lifestack.actions as A
-
-    decoder = A._DECODER
-
-    class CountingDecoder:
-        """The scan's decoder, counting the characters each candidate reads (to its end,
-        its error, or the whole rest when it recurses too deep): the work, without a clock."""
-
-        read = 0
-
-        def raw_decode(self, text, start):
-            try:
-                obj, end = decoder.raw_decode(text, start)
-            except RecursionError:
-                CountingDecoder.read += len(text) - start
-                raise
-            except ValueError as exc:
-                CountingDecoder.read += max(getattr(exc, "pos", len(text)) - start, 1)
-                raise
-            CountingDecoder.read += end - start
-            return obj, end
+    from decoder_reads import count_decoder_reads
 
     nested = '{"a":' * (A.MAX_TEXT_CHARS // 5)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(A, "_DECODER", CountingDecoder())
+    with monkeypatch.context() as mp:
+        counter = count_decoder_reads(mp)
         action, reason = parse_action(nested)
     assert action is None and "nested" in reason
     # re-reading from every '{' would read about len(nested)**2 / 10 characters (40 million)
-    assert CountingDecoder.read <= (A.MAX_SCAN_FACTOR + 1) * len(nested), CountingDecoder.read
+    assert counter.read <= (A.MAX_SCAN_FACTOR + 1) * len(nested), counter.read
     # prose with many braces before a real answer is still read
     honest = '{"action_type": "rest", "target_domain": "physical_health", "reasoning": "I rest."}'
     action, reason = parse_action("{ x } " * 300 + honest)

@@ -350,23 +350,9 @@ def test_the_worst_answer_under_the_body_limit_is_answered_with_bounded_work(mon
     (200), the JSON scan reads at most a fixed multiple of its length (counted, not
     timed: a clock fails under load), and health checks sent meanwhile are all answered."""
     import lifestack.actions as A
+    from decoder_reads import count_decoder_reads
 
-    decoder, read = A._DECODER, [0]
-
-    class CountingDecoder:
-        def raw_decode(self, text, start):
-            try:
-                obj, end = decoder.raw_decode(text, start)
-            except RecursionError:
-                read[0] += len(text) - start
-                raise
-            except ValueError as exc:
-                read[0] += max(getattr(exc, "pos", len(text)) - start, 1)
-                raise
-            read[0] += end - start
-            return obj, end
-
-    monkeypatch.setattr(A, "_DECODER", CountingDecoder())
+    counter = count_decoder_reads(monkeypatch)
     limit = 1 << 20
     with serving(LifeStackService(max_sessions=8, idle_timeout=60, horizon=5), max_body_bytes=limit) as u:
         def step(text: str) -> dict:
@@ -387,12 +373,12 @@ def test_the_worst_answer_under_the_body_limit_is_answered_with_bounded_work(mon
         for name, text in worst.items():
             poller = threading.Thread(target=poll)
             poller.start()
-            read[0] = 0
+            counter.read = 0
             answer = step(text)
             poller.join()
             assert answer["reward"] <= 0, name
             # the text is cut to MAX_TEXT_CHARS, then scanned at most twice (as sent, repaired)
-            assert read[0] <= 2 * (A.MAX_SCAN_FACTOR + 1) * A.MAX_TEXT_CHARS, (name, read[0])
+            assert counter.read <= 2 * (A.MAX_SCAN_FACTOR + 1) * A.MAX_TEXT_CHARS, (name, counter.read)
         assert health == [200] * 15, health
 
 
