@@ -1,4 +1,4 @@
-"""Reference policies: oracle, rollout, heuristic, random, lazy, and their catalogs
+"""Reference policies: oracle, rollout, heuristic, random (by the rules, honest, valid), lazy, and their catalogs
 (``HONEST``, the warm start's ``DEMONSTRATORS``).
 
 They are used to calibrate the reward (``python -m lifestack.calibrate``), to roll
@@ -129,7 +129,8 @@ def lazy(env: LifeStackEnv, rng: random.Random | None = None) -> str:
 
 Policy = Callable[[LifeStackEnv, random.Random], str]
 HONEST: dict[str, Policy] = {"oracle": oracle, "rollout": rollout, "heuristic": heuristic,
-                             "random_honest": random_honest, "random": random_valid, "lazy": lazy}
+                             "random_rules": random_by_the_rules, "random_honest": random_honest,
+                             "random": random_valid, "lazy": lazy}
 # What a warm start may imitate (WARM_START_POLICY): the decisions, or only the form.
 DEMONSTRATORS: dict[str, Policy] = {"heuristic": heuristic, "format": random_honest, "rules": random_by_the_rules}
 # The reward hacks are lifestack.hacks.HACKS (one catalog); hacks.HACK_POLICIES plays some as policies.

@@ -36,7 +36,7 @@ def env_for(sc) -> LifeStackEnv:
 
 
 def test_policy_registry():
-    assert set(HONEST) == {"oracle", "rollout", "heuristic", "random_honest", "random", "lazy"}
+    assert set(HONEST) == {"oracle", "rollout", "heuristic", "random_rules", "random_honest", "random", "lazy"}
     assert set(HACK_POLICIES) == {"hack_free_claims", "hack_negative_cost", "hack_nan_inf", "hack_keyword_stuffing"}
     assert set(CALIBRATED_HACKS.values()) <= set(HACKS)  # one catalog: the policies play its families
     assert POLICIES == {**HONEST, **HACK_POLICIES}
