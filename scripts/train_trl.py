@@ -493,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     random.seed(cfg["SEED"])
     set_seed(cfg["SEED"])
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
-        f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}")
+        f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} CPU threads")  # a seeded CPU run repeats only at the same thread count
     paths = RunPaths.of(cfg)
     state = start_run(cfg)  # the run's state, in memory from here to finish_run
     done_stages = state["next_stage"] - 1

@@ -137,6 +137,18 @@ def test_no_page_gives_a_machine_specific_command_or_path():
             assert bad not in body, (rel(page), bad)
 
 
+def test_no_page_keeps_a_merge_conflict_or_an_unclosed_code_block():
+    """A merge can leave conflict markers or half a fenced block, and the rest of the page
+    then renders as code: every page has no marker line and an even number of fences."""
+    for page in PAGES:
+        lines = text(page).splitlines()
+        markers = [n for n, line in enumerate(lines, 1)
+                   if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="]
+        assert not markers, (rel(page), markers)
+        fences = [n for n, line in enumerate(lines, 1) if re.fullmatch(r"\s*`{3,}[^`]*", line)]  # not inline code
+        assert len(fences) % 2 == 0, (rel(page), fences)
+
+
 # --------------------------------------------------------------------------------------
 # train_trl.md: the constants, the CPU profile, the layout
 # --------------------------------------------------------------------------------------

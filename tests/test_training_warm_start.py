@@ -69,3 +69,20 @@ def test_each_demonstration_is_tokenized_once_and_the_time_is_split(tiny_model_d
     drawn = {id(m) for m in rendered}
     assert len(rendered) == len(drawn) < 40 * 4  # 160 draws from 64 demonstrations: each rendered once
     assert set(timings) == {"demonstrations", "tokenize", "model"} and all(v >= 0 for v in timings.values())
+
+
+def test_a_seeded_warm_start_repeats_bit_for_bit_and_another_seed_does_not(tiny_model_dir, tmp_path):
+    """Same seed and the same thread count: the same losses and weights, bit for bit (the
+    docs promise no more: another thread count sums in another order)."""
+    def run(seed):
+        cfg = T.build_config([f"--OUTPUT_DIR={tmp_path / 'out'}", f"--LOG_DIR={tmp_path / 'logs'}",
+                              f"--CPU_BASE_DIR={tiny_model_dir}", "--WARM_START_SFT_STEPS=12", f"--SEED={seed}"],
+                             profile="cpu")
+        model, tok = load_model(cfg, banner=False)
+        losses = WS.warm_start(model, tok, cfg)
+        return losses, [p.detach().clone() for p in model.parameters()]
+
+    (losses, weights), (again, weights_again), (other, weights_other) = run(5), run(5), run(6)
+    assert losses == again
+    assert all(torch.equal(a, b) for a, b in zip(weights, weights_again))
+    assert losses != other and not all(torch.equal(a, b) for a, b in zip(weights, weights_other))
