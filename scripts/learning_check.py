@@ -85,9 +85,9 @@ def main(argv: list[str] | None = None) -> int:
                              "shuffled within each batch; 'none': no control arm (GRPO is judged against its start "
                              "only; the default of --quick)")
     parser.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms(True)")
-    parser.add_argument("--from-json", default=None, metavar="PATH",
+    parser.add_argument("--from-json", nargs="+", default=None, metavar="PATH",
                         help="train nothing: judge and print the seeds saved in PATH (a learning_check.json) "
-                             "with today's rule")
+                             "with today's rule; several PATHs of one recipe (seeds trained apart) are pooled")
     parser.add_argument("--versus", nargs=2, default=None, metavar=("A", "B"),
                         help="train nothing: compare the GRPO arms of two saved runs (learning_check.json files of "
                              "the same seeds, e.g. two recipes): B minus A, paired over prompts and starts")
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     import train_trl as T  # the training script: the arms train with it, the references are scored by it
 
     if args.from_json:
-        return report_saved(T, Path(args.from_json))
+        return report_saved(T, [Path(p) for p in args.from_json])
     if args.deterministic:
         import torch
 

@@ -57,7 +57,38 @@ def test_from_json_rejects_a_file_that_is_not_a_saved_run(tmp_path, capsys, cont
     path = tmp_path / "learning_check.json"
     path.write_text(content)
     assert L.main(["--from-json", str(path)]) == 2
-    assert "is not a learning_check.json" in capsys.readouterr().err
+    assert "not learning_check.json files of one recipe" in capsys.readouterr().err
+
+
+def saved_run(tmp_path, name, seeds, **settings):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"settings": {"control": None, "overrides": [], **settings},
+                                "seeds": [fake(s, 0.2, 0.4) for s in seeds]}))
+    return str(path)
+
+
+def test_from_json_pools_seeds_trained_apart_into_one_report(tmp_path, capsys, monkeypatch):
+    import lifestack.training.learning_rule as R
+
+    judged = []
+    monkeypatch.setattr(R, "report", lambda T, results, s, quick, control, teacher: judged.append(
+        ([r["seed"] for r in results], s, teacher)) or {"passed": True})
+    a, b = saved_run(tmp_path, "a", [1], beyond_teacher=True), saved_run(tmp_path, "b", [2, 3], beyond_teacher=True)
+    assert L.main(["--from-json", a, b]) == 0
+    assert judged == [([1, 2, 3], {"control": None, "overrides": [], "beyond_teacher": True}, True)]
+    assert "3 saved seeds from" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("other", [dict(seeds=[1]), dict(seeds=[2], overrides=["--LEARNING_RATES=[5e-5]"]),
+                                   dict(seeds=[2], control="imitation"), dict(seeds=[2], beyond_teacher=True)])
+def test_from_json_refuses_to_pool_a_seed_twice_or_another_recipe(tmp_path, capsys, other):
+    a = saved_run(tmp_path, "a", [1])
+    seeds = other.pop("seeds")
+    b = saved_run(tmp_path, "b", seeds, **other)
+    assert L.main(["--from-json", a, b]) == 2
+    err = capsys.readouterr().err
+    assert "not learning_check.json files of one recipe" in err
+    assert ("appears twice" in err) if not other else (f"differ in {next(iter(other))}" in err)
 
 
 def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypatch, capsys):

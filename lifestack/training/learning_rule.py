@@ -25,6 +25,7 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any, Sequence
 
 from lifestack.training.learning_check import CONTROLS, METRICS, held_out, reference_play, reference_scores, settings
 from lifestack.training.episode_play import bootstrap_ci
@@ -451,21 +452,44 @@ def report(T, results: list[dict], s: dict, quick: bool, control: str | None, te
     return summary
 
 
-def report_saved(T, path: Path) -> int:
-    """``--from-json``: the report and verdict of a saved run under today's rule."""
-    try:
-        saved = json.loads(path.read_text())
-        results, s = saved["seeds"], saved["settings"]
-        if not results or not all(isinstance(r, dict) and "answers_after" in r for r in results):
+def pooled_saved(docs: Sequence[Any]) -> tuple[list[dict], dict]:
+    """The seeds of one or more saved runs (parsed ``learning_check.json`` documents) and
+    their settings. Runs of one recipe may be trained apart (a seed per process, on
+    several machines) and judged together; ``ValueError`` when a document is not a saved
+    run, when two differ in any setting (overrides included: a different recipe is not
+    pooled), or when a seed appears twice."""
+    results: list[dict] = []
+    settings_: dict | None = None
+    for doc in docs:
+        seeds, s = doc["seeds"], doc["settings"]
+        if not isinstance(s, dict) or not seeds or not all(isinstance(r, dict) and "answers_after" in r for r in seeds):
             raise ValueError("no saved seed with its answers")
+        if settings_ is not None and s != settings_:
+            diff = sorted(k for k in set(s) | set(settings_) if s.get(k) != settings_.get(k))
+            raise ValueError(f"the runs differ in {', '.join(diff)}: not one recipe")
+        settings_ = s
+        results += seeds
+    ids = [r.get("seed") for r in results]
+    if len(set(map(str, ids))) != len(ids):
+        raise ValueError(f"a seed appears twice: {ids}")
+    return results, settings_ or {}
+
+
+def report_saved(T, paths: Sequence[Path]) -> int:
+    """``--from-json``: the report and verdict of one saved run, or of several runs of one
+    recipe pooled (:func:`pooled_saved`), under today's rule."""
+    try:
+        results, s = pooled_saved([json.loads(Path(p).read_text()) for p in paths])
         quick = all(s.get(k) == v for k, v in settings(T, quick=True).items())
     except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"--from-json: {path} is not a learning_check.json ({type(e).__name__}: {e})", file=sys.stderr)
+        names = ", ".join(map(str, paths))
+        print(f"--from-json: {names}: not learning_check.json files of one recipe ({type(e).__name__}: {e})",
+              file=sys.stderr)
         return 2
     control = s.get("control")
     control = "shuffled" if control is True else (control or None)  # files before --control=KIND saved a bool
-    print(f"[learning check] {len(results)} saved seeds from {path} (seeds {[r['seed'] for r in results]}), "
-          "judged with today's rule", flush=True)
+    print(f"[learning check] {len(results)} saved seeds from {', '.join(map(str, paths))} "
+          f"(seeds {[r['seed'] for r in results]}), judged with today's rule", flush=True)
     return 0 if report(T, results, s, quick, control, teacher=bool(s.get("beyond_teacher")))["passed"] else 1
 
 
