@@ -505,7 +505,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     init_from = paths.stage(done_stages) if done_stages >= 1 else None
     model, tokenizer = load_model(cfg, init_from)
     check_episode_length(cfg, model, tokenizer)
-    mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1)) if cfg["RESUME"] else None
+    mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1), quiet=True) if cfg["RESUME"] else None
     if init_from is None and not mid_stage:
         if is_main_process():  # a fresh run starts fresh logs
             RUN.log.close()

@@ -146,7 +146,7 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     (torn / "trainer_state.json").write_text("")
 
     resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
-    assert f"{torn.name} is incomplete" in resumed.stdout
+    assert resumed.stdout.count(f"{torn.name} is incomplete") == 1  # said once, where the stage resumes
     assert f"resuming from lifestack_model/stage_1/checkpoints/checkpoint-{whole}\n" in resumed.stdout
     state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
     assert state["finished"] and state["stages"][0]["steps"] == 8

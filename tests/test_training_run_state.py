@@ -224,3 +224,14 @@ def test_run_paths_spell_every_file_of_a_run_once(tmp_path):
     assert paths.merged == tmp_path / "out" / "merged"
     assert [paths.generations, paths.train_history, paths.eval_episodes] == [tmp_path / "logs" / n for n in RS.RUN_LOGS]
     assert paths.tensorboard(2) == tmp_path / "logs" / "tensorboard" / "stage_2"
+
+
+def test_a_quiet_lookup_skips_a_torn_checkpoint_without_a_line(tmp_path, capsys):
+    """main() asks once whether a stage was begun (quiet) and the stage asks again to
+    resume: the skipped checkpoint is reported once, by the second."""
+    save_checkpoint(tmp_path, 2)
+    (save_checkpoint(tmp_path, 4) / "trainer_state.json").write_text("")
+    assert RS.last_checkpoint(tmp_path, quiet=True) == str(tmp_path / "checkpoint-2")
+    assert "incomplete" not in capsys.readouterr().out
+    assert RS.last_checkpoint(tmp_path) == str(tmp_path / "checkpoint-2")
+    assert capsys.readouterr().out.count("checkpoint-4 is incomplete") == 1

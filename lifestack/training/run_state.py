@@ -235,11 +235,12 @@ def checkpoint_is_complete(path: Path) -> bool:
     return isinstance(state, dict) and isinstance(state.get("global_step"), int)
 
 
-def last_checkpoint(directory: Path) -> str | None:
+def last_checkpoint(directory: Path, quiet: bool = False) -> str | None:
     """The newest complete step checkpoint in ``directory`` (None if there is none).
 
-    An incomplete newer one (a run killed while saving it) is skipped with a log line,
-    so the stage resumes from the checkpoint before it, or starts afresh.
+    An incomplete newer one (a run killed while saving it) is skipped with a log line
+    (``quiet``: without, for a caller that only asks whether a stage was begun), so the
+    stage resumes from the checkpoint before it, or starts afresh.
     """
     if not directory.exists():
         return None
@@ -248,5 +249,6 @@ def last_checkpoint(directory: Path) -> str | None:
     for ckpt in ckpts:
         if checkpoint_is_complete(ckpt):
             return str(ckpt)
-        log(f"[resume] {ckpt} is incomplete (no readable trainer_state.json: killed while saving?); skipped")
+        if not quiet:
+            log(f"[resume] {ckpt} is incomplete (no readable trainer_state.json: killed while saving?); skipped")
     return None
