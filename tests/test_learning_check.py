@@ -171,3 +171,20 @@ def test_versus_compares_the_grpo_arms_of_two_saved_runs(tmp_path, capsys):
     assert "closed-loop episode reward B - A: +0.100" in out and "training overrides ['--X=b']" in out
     (tmp_path / "c.json").write_text(json.dumps({"seeds": [fake(9, 0, 0)]}))
     assert L.main(["--versus", paths[0], str(tmp_path / "c.json")]) == 2  # no seed in common
+
+
+def test_the_imitation_control_spends_the_grpo_arms_own_rate_and_batch(monkeypatch):
+    """The control gets GRPO's compute as the GRPO arm ran it: a learning rate or batch given
+    after ``--`` reaches the control too (it once read the CPU profile's, so a recipe at a
+    quarter of the rate was compared with imitation at four times its rate)."""
+    from lifestack.training import learning_check as LC
+
+    seen = {}
+    monkeypatch.setattr(LC, "warm_start", lambda model, tok, cfg, batch_size: seen.update(
+        lr=cfg["WARM_START_LR"], steps=cfg["WARM_START_SFT_STEPS"], batch=batch_size))
+    cfg = {"LEARNING_RATES": [5e-5], "N_STAGES": 5, "PER_DEVICE_BATCH_SIZE": 8, "GRAD_ACCUM_STEPS": 2,
+           "WARM_START_LR": 2e-3, "WARM_START_SFT_STEPS": 1000}
+    LC.imitation_arm(None, "model", "tok", cfg, grpo_steps=120)
+    assert seen == {"lr": 5e-5, "steps": 120, "batch": 16}
+    # per-stage rates: the mean of those the stages used (the last repeats)
+    assert LC.grpo_compute({**cfg, "LEARNING_RATES": [4e-5, 2e-5], "N_STAGES": 3})[0] == pytest.approx(8e-5 / 3)

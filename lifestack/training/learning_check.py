@@ -154,14 +154,24 @@ def train_arm(T, model, tok, cfg: dict, control: bool):
         T.REWARD_FUNCS[:] = real
 
 
-def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int, s: dict):
+def grpo_compute(cfg: dict) -> tuple[float, int]:
+    """The learning rate and completions per optimizer step the GRPO arm trained with, read
+    from the run's own settings (an override after ``--`` included): the mean of the rates
+    its stages used (one rate in the CPU profile), and the batch times accumulation."""
+    rates = cfg["LEARNING_RATES"]
+    used = [rates[min(stage, len(rates) - 1)] for stage in range(cfg["N_STAGES"])]
+    return sum(used) / len(used), cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]
+
+
+def imitation_arm(T, model, tok, cfg: dict, grpo_steps: int):
     """The imitation control: from the warm-started weights, ``grpo_steps`` more supervised
-    steps (as many as GRPO's optimizer steps), ``s['batch']`` demonstrations each (GRPO's
-    completions per step), at GRPO's learning rate, on the warm start's own demonstrations
-    (the same WARM_START_POLICY, the same scenarios): GRPO's compute spent on more of the
-    warm start instead."""
-    icfg = {**cfg, "WARM_START_SFT_STEPS": grpo_steps, "WARM_START_LR": s["lr"]}
-    warm_start(model, tok, icfg, batch_size=s["batch"])
+    steps (as many as GRPO's optimizer steps), each on as many demonstrations as GRPO's
+    step had completions, at GRPO's learning rate (:func:`grpo_compute`), on the warm
+    start's own demonstrations (the same WARM_START_POLICY, the same scenarios): GRPO's
+    compute spent on more of the warm start instead."""
+    lr, batch = grpo_compute(cfg)
+    icfg = {**cfg, "WARM_START_SFT_STEPS": grpo_steps, "WARM_START_LR": lr}
+    warm_start(model, tok, icfg, batch_size=batch)
     return model
 
 
@@ -209,7 +219,7 @@ def run_seed(T, seed: int, out_dir: Path, s: dict, extra: list[str], control: st
         T.RUN.configure(ccfg)
         set_seed(seed)
         if control == "imitation":
-            start = imitation_arm(T, start, tok, ccfg, sum(st["steps"] for st in state["stages"]), s)
+            start = imitation_arm(T, start, tok, ccfg, sum(st["steps"] for st in state["stages"]))
         else:
             start, _ = train_arm(T, start, tok, ccfg, control=True)
         control_after = evaluate_policy(start, tok, prompts, measurement_config(ccfg), T.RUN,
