@@ -7,11 +7,12 @@
     python scripts/learning_check.py --control=none   # GRPO against its start only
     python scripts/learning_check.py --deterministic  # under torch.use_deterministic_algorithms(True)
     python scripts/learning_check.py --seeds 1 --quick  # the reduced version CI runs (no control arm)
-    python scripts/learning_check.py --beyond-teacher # heuristic warm start; GRPO must beat the teacher at d4-5
+    python scripts/learning_check.py --beyond-teacher # GRPO must also beat its teacher (the heuristic) at d4-5
 
 For each seed: build the CPU profile's tiny Qwen2 model, warm-start it on the CPU
-profile's demonstrations (WARM_START_POLICY, by default ``format``: valid JSON with
-random decisions and honest costs, so any decision gain is GRPO's own), then score it on
+profile's demonstrations (WARM_START_POLICY: the CPU profile's ``heuristic``; ``--
+--WARM_START_POLICY=format`` starts from valid JSON with random decisions instead, so any
+decision gain is GRPO's own), then score it on
 one fixed held-out prompt set (the same prompts for every seed, all difficulties and
 both task families) before GRPO and after the GRPO curriculum, both with the CPU
 profile's own values (CPU_PROFILE). Each held-out prompt is answered 4 times, sampled at
@@ -41,7 +42,7 @@ The full check passes when
 - closed-loop success, the primary outcome, rose: the interval of its paired change
   lies above 0 (a policy that finishes no more tasks has not learned the job),
 - closed-loop episode reward did not get worse beyond noise (its interval reaches above 0),
-- with ``--beyond-teacher`` (a heuristic warm start), GRPO's closed-loop success at
+- with ``--beyond-teacher`` (a heuristic warm start, as in the CPU profile), GRPO's closed-loop success at
   difficulties 4-5 beats the heuristic's own on the same starts (paired interval above 0),
 - and no seed collapsed onto one answer. A result counts on three seed ranges.
 

@@ -132,9 +132,10 @@ CPU_PROFILE = {
     "PER_DEVICE_BATCH_SIZE": 16,  # 4 prompts x 4 completions per step
     "MAX_COMPLETION_LENGTH": 160,  # a complete JSON action is ~140 tokens of the tiny tokenizer
     "TEMPERATURE": 0.7,  # a barely warm-started model breaks its JSON too often at 1.0
-    "LEARNING_RATES": [2e-4],
+    "LEARNING_RATES": [5e-5],  # from an imitation start 2e-4 unlearns what it imitated (docs/learning.md)
     "SAVE_STEPS": 2,
     "WARM_START_SFT_STEPS": 1000,  # demonstrations (WARM_START_POLICY): without them no completion parses
+    "WARM_START_POLICY": "heuristic",  # a start that can play, as an instruct model can; from `format` no task is finished
     "WARM_START_LR": 2e-3,
     "ON_POLICY_STATES": 0.5,  # half the prompts at states the model's own play reached
 }

@@ -231,7 +231,7 @@ def test_build_config_prints_what_the_cpu_profile_replaced(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert cfg["TEMPERATURE"] == T.CPU_PROFILE["TEMPERATURE"] and cfg["N_PROMPTS_PER_STAGE"] == 32
     assert "[setup]   TEMPERATURE: 0.9 -> 0.7" in out
-    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [0.0002]" in out
+    assert "[setup]   LEARNING_RATES: [5e-06, 5e-06, 4e-06, 3e-06, 2e-06] -> [5e-05]" in out
     assert "N_PROMPTS_PER_STAGE" not in out  # the command line wins, so nothing was replaced
     assert "N_EVAL_EPISODES" not in out  # the profile's value equals the default: not a replacement
     changed = [k for k, v in T.CPU_PROFILE.items() if k != "N_PROMPTS_PER_STAGE" and v != T.default_config()[k]]

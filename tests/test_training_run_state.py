@@ -125,7 +125,7 @@ def test_fingerprint_covers_what_is_trained_and_not_n_stages(tmp_path):
                "ADVANCE_THRESHOLD": 0.5, "N_EVAL_PROMPTS": 9, "LEARNING_RATES": [1e-5], "NUM_GENERATIONS": 8,
                "MAX_COMPLETION_LENGTH": 99, "TEMPERATURE": 0.9, "BETA": 0.1, "REWARD_WEIGHTS": {name: 1.0 for name in RW.REWARD_NAMES},
                "WARM_START_SFT_STEPS": 1, "WARM_START_LR": 1e-4, "PER_DEVICE_BATCH_SIZE": 8,
-               "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "heuristic"}
+               "RETREAT_THRESHOLD": 0.1, "WARM_START_POLICY": "rules"}
     assert set(changes) >= set(RS.RUN_SETTING_KEYS)
     for key, value in changes.items():
         assert RS.config_fingerprint(RS.run_settings({**cfg, key: value})) != base, key
@@ -143,7 +143,7 @@ def test_resume_refuses_a_state_of_another_configuration(tmp_path, capsys):
         RS.load_curriculum_state(path, run_cfg(tmp_path, "--LEARNING_RATES=[1e-4]", "--SEED=7"))
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(str(path))
-    assert "LEARNING_RATES [0.0002] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
+    assert "LEARNING_RATES [5e-05] -> [0.0001]" in msg and "SEED 42 -> 7" in msg
     assert "--RESUME=False" in msg and "--RESUME_ANY_CONFIG=True" in msg
     assert "TEMPERATURE" not in msg  # only what differs
     fresh = RS.load_curriculum_state(path, run_cfg(tmp_path, "--SEED=7", "--RESUME=False"))
