@@ -54,6 +54,10 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     first = train(tmp_path, "--N_STAGES=2")
     out = tmp_path / "lifestack_model"
     assert "CPU PROFILE: PIPELINE CHECK" in first.stdout
+    setup = next(line for line in first.stdout.splitlines() if line.startswith("[setup] profile cpu"))
+    threads = int(setup.split(" CPU threads")[0].rsplit(" ", 1)[1])
+    # only a one-thread CPU run repeats bit for bit: a run with more threads says how to get one
+    assert ("repeatable with OMP_NUM_THREADS=1" in setup) == (threads > 1)
     for stage in (1, 2):
         assert (out / f"stage_{stage}" / "config.json").exists()
         assert (out / f"stage_{stage}" / "tokenizer_config.json").exists()
