@@ -317,14 +317,13 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
     import torch
     from trl import GRPOConfig
 
-    lrs = cfg["LEARNING_RATES"]
     report = cfg["REPORT_TO"]
     if report == "auto":
         report = "tensorboard" if importlib.util.find_spec("tensorboard") else "none"
     cuda = torch.cuda.is_available() and cfg["_PROFILE"] != "cpu"
     precision = device_precision(cfg)  # autocast over fp32 trainable weights (see weight_precision)
     kwargs = dict(
-        output_dir=str(output_dir), learning_rate=lrs[min(stage - 1, len(lrs) - 1)],
+        output_dir=str(output_dir), learning_rate=config.stage_learning_rate(cfg, stage),
         per_device_train_batch_size=cfg["PER_DEVICE_BATCH_SIZE"], gradient_accumulation_steps=cfg["GRAD_ACCUM_STEPS"],
         num_generations=cfg["NUM_GENERATIONS"], max_completion_length=cfg["MAX_COMPLETION_LENGTH"],
         temperature=cfg["TEMPERATURE"], beta=cfg["BETA"],

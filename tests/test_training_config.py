@@ -269,3 +269,9 @@ def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
     on = T.build_config(["--ON_POLICY_STATES=0.5"], profile="cpu")
     assert RS.run_settings(on)["ON_POLICY_STATES"] == 0.5
     assert RS.config_fingerprint(RS.run_settings(on)) != RS.config_fingerprint(RS.run_settings(off))
+
+
+def test_each_stage_takes_its_own_learning_rate_and_the_last_repeats():
+    cfg = {"LEARNING_RATES": [5e-6, 4e-6, 2e-6]}
+    assert [TC.stage_learning_rate(cfg, stage) for stage in range(1, 6)] == [5e-6, 4e-6, 2e-6, 2e-6, 2e-6]
+    assert TC.stage_learning_rate({"LEARNING_RATES": [5e-5]}, 3) == 5e-5

@@ -165,6 +165,13 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
          "PUSH_TO_HUB", "must be empty (off) or a hub repo id, owner/name")
 
 
+def stage_learning_rate(cfg: dict[str, Any], stage: int) -> float:
+    """The learning rate of curriculum stage ``stage`` (1-based): one rate per stage in
+    ``LEARNING_RATES``, the last repeating when the list is shorter than the run."""
+    rates = cfg["LEARNING_RATES"]
+    return rates[min(stage - 1, len(rates) - 1)]
+
+
 def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) -> str:
     """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
     import importlib.util

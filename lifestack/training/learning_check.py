@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from lifestack.prompts import completion_text, prompt_text
+from lifestack.training.config import stage_learning_rate
 from lifestack.training.run_evaluation import evaluate_policy, held_out_prompts, run_episodes
 from lifestack.training.models import load_model
 from lifestack.training.grpo_rewards import EVALUATOR
@@ -158,8 +159,7 @@ def grpo_compute(cfg: dict) -> tuple[float, int]:
     """The learning rate and completions per optimizer step the GRPO arm trained with, read
     from the run's own settings (an override after ``--`` included): the mean of the rates
     its stages used (one rate in the CPU profile), and the batch times accumulation."""
-    rates = cfg["LEARNING_RATES"]
-    used = [rates[min(stage, len(rates) - 1)] for stage in range(cfg["N_STAGES"])]
+    used = [stage_learning_rate(cfg, stage) for stage in range(1, cfg["N_STAGES"] + 1)]
     return sum(used) / len(used), cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"]
 
 
