@@ -492,11 +492,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     random.seed(cfg["SEED"])
     set_seed(cfg["SEED"])
+    threads = torch.get_num_threads()  # a seeded CPU run repeats bit for bit with one thread only
     log(f"[setup] profile {cfg['_PROFILE']}, world size {world}, model {cfg['MODEL_NAME']}, "
-        f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}, "
-        f"{torch.get_num_threads()} CPU threads"  # a seeded CPU run repeats bit for bit with one thread only
-        + (" (bit-for-bit repeatable with OMP_NUM_THREADS=1)" if cfg["_PROFILE"] == "cpu" and torch.get_num_threads() > 1
-           else ""))
+        f"{cfg['N_STAGES']} stages x {cfg['N_PROMPTS_PER_STAGE']} prompts, torch {torch.__version__}, {threads} CPU threads"
+        + (" (bit-for-bit repeatable with OMP_NUM_THREADS=1)" if cfg["_PROFILE"] == "cpu" and threads > 1 else ""))
     paths = RunPaths.of(cfg)
     state = start_run(cfg)  # the run's state, in memory from here to finish_run
     done_stages = state["next_stage"] - 1
