@@ -5,6 +5,7 @@
     python scripts/imitation_capacity.py --steps 6000 --every 2000 --seed 2 --json cap.json
     python scripts/imitation_capacity.py --policy oracle --episodes 10   # imitate the reward's greedy maximiser,
                                                                          # then play 10 episodes per difficulty
+    python scripts/imitation_capacity.py --policy oracle --episodes 10 --hidden-size 128 --layers 4  # a larger model
 
 Builds the CPU profile's model (random weights, seeded), then imitates a teacher
 (``--policy``, a ``lifestack.policies.HONEST`` policy: the heuristic by default; ``oracle``
@@ -38,17 +39,20 @@ for _p in (ROOT, ROOT / "scripts"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
+from lifestack.training.tiny_model import TINY_MODEL_SHAPE, model_shape  # noqa: E402
+
 
 EPISODE_SEED = 33_000_000  # the closed-loop starts: fixed, the same for every seed and teacher
 
 
 def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path, policy: str = "heuristic",
-            episodes: int = 0) -> dict:
+            episodes: int = 0, shape: dict | None = None) -> dict:
     import train_trl as T  # build_config and the reward functions
     from lifestack.training.run_evaluation import evaluate_policy, held_out_prompts
     from lifestack.training.models import load_model
     from lifestack.training.warm_start import warm_start
     from lifestack.training.learning_check import HELD_OUT_SEED, action_key, reference_scores
+    from lifestack.training.tiny_model import build_tiny_model
     from transformers import set_seed
 
     from lifestack.policies import HONEST
@@ -56,6 +60,9 @@ def measure(steps: int, every: int, seed: int, n_prompts: int, work: Path, polic
     teacher = HONEST[policy]
     argv = [f"--OUTPUT_DIR={work / 'out'}", f"--LOG_DIR={work / 'logs'}", f"--SEED={seed}",
             "--WARM_START_POLICY=heuristic", f"--WARM_START_SFT_STEPS={every}", f"--FEEDBACK_DB={work / 'fb.sqlite3'}"]
+    if shape is not None:  # another model size: built here, where load_model finds it
+        build_tiny_model(work / "base", seed, shape)
+        argv.append(f"--CPU_BASE_DIR={work / 'base'}")
     cfg = T.build_config(argv, profile="cpu")
     T.RUN.feedback.configure(cfg["FEEDBACK_DB"])
     T.RUN.configure(cfg)
@@ -118,13 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", default="heuristic", choices=("heuristic", "oracle", "rollout"),
                    help="the teacher: lifestack.policies.HONEST's (oracle: the reward's greedy maximiser)")
     p.add_argument("--episodes", type=int, default=0, help="then play this many episodes per difficulty (0: none)")
+    p.add_argument("--hidden-size", type=int, default=TINY_MODEL_SHAPE["hidden_size"],
+                   help="a larger (or smaller) model than the CPU profile's: its hidden size (a multiple of 8)")
+    p.add_argument("--layers", type=int, default=TINY_MODEL_SHAPE["num_hidden_layers"], help="... and its layers")
     p.add_argument("--json", help="also write the figures here")
     args = p.parse_args(argv)
     if args.steps < 1 or args.every < 1 or args.held_out < 1 or args.episodes < 0:
         p.error("--steps, --every and --held-out must be >= 1, --episodes >= 0")
+    shape = None
+    if (args.hidden_size, args.layers) != (TINY_MODEL_SHAPE["hidden_size"], TINY_MODEL_SHAPE["num_hidden_layers"]):
+        try:
+            shape = model_shape(args.hidden_size, args.layers)
+        except ValueError as exc:
+            p.error(str(exc))
     with tempfile.TemporaryDirectory(prefix="lifestack-capacity-") as tmp:
-        r = measure(args.steps, args.every, args.seed, args.held_out, Path(tmp), args.policy, args.episodes)
-    print(f"[capacity] model {r['parameters']:,} parameters; the heuristic's own decision quality on all "
+        r = measure(args.steps, args.every, args.seed, args.held_out, Path(tmp), args.policy, args.episodes, shape)
+    r.update(hidden_size=args.hidden_size, layers=args.layers)
+    print(f"[capacity] model {r['parameters']:,} parameters (hidden size {args.hidden_size}, {args.layers} layers); "
+          f"the heuristic's own decision quality on all "
           f"{r['prompts']} prompts {r['heuristic_quality']:+.3f}")
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2) + "\n")

@@ -136,6 +136,21 @@ def test_imitation_capacity_script_runs_in_a_tiny_shape(capsys, tmp_path):
     assert "[capacity] 4 steps" in proc.stdout
 
 
+def test_imitation_capacity_sizes_the_model_up_on_request(tmp_path):
+    """--hidden-size/--layers: the same measurement on a larger model (issue #37, item 1:
+    size the CPU model up until it can finish tasks); a shape the heads cannot split is refused."""
+    out = tmp_path / "cap.json"
+    script = [sys.executable, str(ROOT / "scripts" / "imitation_capacity.py")]
+    proc = subprocess.run([*script, "--steps", "2", "--every", "2", "--held-out", "2", "--hidden-size", "96",
+                           "--layers", "3", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    r = json.loads(out.read_text())
+    assert (r["parameters"], r["hidden_size"], r["layers"]) == (519_360, 96, 3)
+    assert "519,360 parameters (hidden size 96, 3 layers)" in proc.stdout
+    bad = subprocess.run([*script, "--hidden-size", "90"], capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "multiple of 8" in bad.stderr
+
+
 def test_imitation_capacity_plays_the_model_and_its_teacher_on_the_same_closed_loop_starts(tmp_path):
     """--policy oracle --episodes: imitate the reward's greedy maximiser, then play both,
     per difficulty; the teacher finishes more tasks than a model trained for 2 steps."""

@@ -73,8 +73,19 @@ def build_tiny_tokenizer(out_dir: Path, vocab_size: int = TINY_VOCAB_SIZE):
     return hf_tok
 
 
-def build_tiny_model(out_dir: Path, seed: int) -> None:
-    """Build (once) the CPU profile's random-weight Qwen2 model + tokenizer in ``out_dir``."""
+def model_shape(hidden_size: int, layers: int) -> dict[str, int]:
+    """``TINY_MODEL_SHAPE`` resized: ``hidden_size`` (a multiple of its 4 heads' 8), the
+    MLP three times as wide, ``layers`` layers; for measuring what a larger CPU model can
+    hold (``scripts/imitation_capacity.py --hidden-size --layers``)."""
+    if hidden_size < 8 or hidden_size % 8 or layers < 1:
+        raise ValueError(f"hidden size {hidden_size} must be a multiple of 8 and layers {layers} at least 1")
+    return {**TINY_MODEL_SHAPE, "hidden_size": hidden_size, "intermediate_size": 3 * hidden_size,
+            "num_hidden_layers": layers}
+
+
+def build_tiny_model(out_dir: Path, seed: int, shape: dict[str, int] | None = None) -> None:
+    """Build (once) the CPU profile's random-weight Qwen2 model + tokenizer in ``out_dir``
+    (``shape``: another shape than ``TINY_MODEL_SHAPE``, :func:`model_shape`)."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -85,7 +96,7 @@ def build_tiny_model(out_dir: Path, seed: int) -> None:
     torch.manual_seed(seed)
     config = Qwen2Config(vocab_size=len(tok), tie_word_embeddings=True, bos_token_id=None,
                          eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"),
-                         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), **TINY_MODEL_SHAPE)
+                         pad_token_id=tok.convert_tokens_to_ids("<|endoftext|>"), **(shape or TINY_MODEL_SHAPE))
     model = Qwen2ForCausalLM(config)
     model.generation_config.eos_token_id = config.eos_token_id
     model.generation_config.pad_token_id = config.pad_token_id
