@@ -46,6 +46,17 @@ def looks_like_hub_id(name: str) -> bool:
     return len(parts) == 2 and all(p and not p.startswith(".") for p in parts) and not name.startswith(("/", "."))
 
 
+def load_models(names) -> dict | None:
+    """``{name: (model, tokenizer)}`` for each name given (empty ones skipped), in order
+    (the probe scripts' ``--model``/``--compare``); None, with the reason on stderr, when
+    one cannot load."""
+    try:
+        return {name: load(name) for name in names if name}
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        return None
+
+
 def load(name: str, device: str | None = None):
     """(model, tokenizer) from a folder (full model or LoRA adapter) or a hub id; UsageError
     when it is not there, holds no model, or its tokenizer has no chat template."""

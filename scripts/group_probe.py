@@ -16,7 +16,6 @@ much of the group's reward spread lies between decisions, and whether the greedy
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -48,14 +47,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import evaluate as E  # scripts/evaluate.py: the one loader of saved models
 
-    from lifestack.training.state_probe import model_player
+    from lifestack.training import state_probe as P
 
-    models = {}
-    try:
-        for name in filter(None, (args.model, args.compare)):
-            models[name] = E.load(name)
-    except E.UsageError as exc:
-        print(exc, file=sys.stderr)
+    models = E.load_models((args.model, args.compare))
+    if models is None:
         return 2
     from lifestack.training.generation import generate_completions
 
@@ -63,15 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     states = G.probe_states(args.states, args.seed,
                             lambda prompts: generate_completions(first_model, first_tok, prompts, args.max_new_tokens))
     rows = {name: G.run_groups(G.model_sampler(m, tok, args.max_new_tokens, args.temperature, args.seed),
-                               model_player(m, tok, args.max_new_tokens), states, args.group)
+                               P.model_player(m, tok, args.max_new_tokens), states, args.group)
             for name, (m, tok) in models.items()}
-    summary = {name: G.summarise(r) for name, r in rows.items()}
-    print(f"[groups] {len(states)} states moved on by {args.model}'s greedy play (seed {args.seed}); groups of "
-          f"{args.group} at temperature {args.temperature}; 'or.' is the reward's greedy maximiser's decision")
-    print(G.format_table(summary))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "summary": summary, "rows": rows}, indent=1))
-    return 0
+    return P.report(f"[groups] {len(states)} states moved on by {args.model}'s greedy play (seed {args.seed}); "
+                    f"groups of {args.group} at temperature {args.temperature}; 'or.' is the reward's greedy "
+                    "maximiser's decision", rows, G.summarise, G.format_table, args.json, vars(args))
 
 
 if __name__ == "__main__":

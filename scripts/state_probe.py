@@ -17,7 +17,6 @@ the task reward after the change. A bad ``--model`` is one line on stderr and ex
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -48,25 +47,16 @@ def main(argv: list[str] | None = None) -> int:
 
     from lifestack.policies import heuristic, oracle, random_valid
 
-    players: dict[str, P.Player] = {}
-    try:
-        for name in filter(None, (args.model, args.compare)):
-            model, tok = E.load(name)
-            players[name] = P.model_player(model, tok, args.max_new_tokens)
-    except E.UsageError as exc:
-        print(exc, file=sys.stderr)
+    models = E.load_models((args.model, args.compare))
+    if models is None:
         return 2
+    players = {name: P.model_player(model, tok, args.max_new_tokens) for name, (model, tok) in models.items()}
     players.update(random=P.policy_player(random_valid), heuristic=P.policy_player(heuristic),
                    oracle=P.policy_player(oracle))
     pairs = P.probe_pairs(args.scenarios, args.seed, args.difficulty or None)
     rows = {name: P.run_probes(player, pairs) for name, player in players.items()}
-    summary = {name: P.summarise(r) for name, r in rows.items()}
-    print(f"[probe] {len(pairs)} pairs from {args.scenarios} scenarios (seed {args.seed}, "
-          f"difficulty {args.difficulty or '1-5'})")
-    print(P.format_table(summary))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "summary": summary, "rows": rows}, indent=1))
-    return 0
+    return P.report(f"[probe] {len(pairs)} pairs from {args.scenarios} scenarios (seed {args.seed}, "
+                    f"difficulty {args.difficulty or '1-5'})", rows, P.summarise, P.format_table, args.json, vars(args))
 
 
 if __name__ == "__main__":

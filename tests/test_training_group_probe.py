@@ -86,21 +86,37 @@ def test_the_table_names_each_player_and_difficulty(states):
     assert table.count("\n") == 6 and "oracle" in table and " all " in table
 
 
-def test_the_script_probes_a_saved_model_and_refuses_a_bad_one(tiny_model_dir, tmp_path, capsys):
-    import json
+def group_probe_script():
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-    import group_probe as S
+    import group_probe
 
+    return group_probe
+
+
+def test_the_script_probes_two_saved_models_at_the_same_states(tiny_model_dir, tmp_path, capsys):
+    import json
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(tiny_model_dir, other)
     out = tmp_path / "groups.json"
-    assert S.main(["--model", str(tiny_model_dir), "--states", "2", "--group", "2",
-                   "--max-new-tokens", "8", "--json", str(out)]) == 0
-    printed = capsys.readouterr().out
-    assert "greedy=or." in printed and "[groups] 2 states" in printed
-    model = json.loads(out.read_text())["summary"][str(tiny_model_dir)]
-    assert model["all"]["unparseable"] == 1.0  # a random model writes no JSON in 8 tokens
-    assert S.main(["--model", str(tmp_path / "missing"), "--states", "2"]) == 2
-    assert "no such folder" in capsys.readouterr().err
-    assert S.main(["--model", str(tiny_model_dir), "--group", "1"]) == 2
+    assert group_probe_script().main(["--model", str(tiny_model_dir), "--compare", str(other), "--states", "2",
+                                      "--group", "2", "--max-new-tokens", "8", "--json", str(out)]) == 0
+    assert "[groups] 2 states" in capsys.readouterr().out
+    saved = json.loads(out.read_text())
+    where = {name: [(r["seed"], r["step"]) for r in rows] for name, rows in saved["rows"].items()}
+    assert len(where) == 2 and where[str(tiny_model_dir)] == where[str(other)]
+    # a random model writes no JSON in 8 tokens
+    assert all(m["all"]["unparseable"] == 1.0 and m["all"]["states"] == 2 for m in saved["summary"].values())
+
+
+@pytest.mark.parametrize("argv, message", [(["--model", "no/such/folder/here"], "no such folder"),
+                                           (["--group", "1"], "--group at least 2"),
+                                           (["--temperature", "0"], "--temperature in (0, 5]")])
+def test_the_script_refuses_a_bad_argument_with_status_2(tiny_model_dir, argv, message, capsys):
+    argv = ["--model", str(tiny_model_dir), "--states", "1", *argv]
+    assert group_probe_script().main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -31,7 +31,7 @@ from lifestack.onpolicy import advance_by_policy
 from lifestack.prompts import prompt_text, scenario_prompt
 from lifestack.scenarios import Scenario, sample_scenarios
 from lifestack.scoring import Evaluator
-from lifestack.training.state_probe import Player, decision, oracle_answer
+from lifestack.training.state_probe import Player, decision, oracle_answer, player_table
 
 Sampler = Callable[[list[Scenario], int], list[str]]  # states, group size -> group_size answers per state, in order
 
@@ -114,16 +114,11 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 def format_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
     """One line per player and difficulty."""
-    w = max([12, *(len(p) for p in results)])
-    lines = [f"{'player':<{w}} {'diff.':>5} {'states':>6} {'mixed':>6} {'holds or.':>9} {'or. share':>9} "
-             f"{'between':>7} {'unparse.':>8} {'greedy=or.':>10} {'greedy rew.':>11} {'sampled':>8} {'oracle':>7}"]
-    for player, by_difficulty in results.items():
-        for key, m in by_difficulty.items():
-            lines.append(f"{player:<{w}} {key:>5} {m['states']:>6} {m['mixed']:>6.0%} {m['holds_oracle']:>9.0%} "
-                         f"{m['oracle_share']:>9.0%} {m['between']:>7.0%} {m['unparseable']:>8.0%} "
-                         f"{m['greedy_is_oracle']:>10.0%} {m['greedy_reward']:>+11.3f} {m['sampled_reward']:>+8.3f} "
-                         f"{m['oracle_reward']:>+7.3f}")
-    return "\n".join(lines)
+    return player_table(results, "diff.", [
+        ("states", "states", "d"), ("mixed", "mixed", ".0%"), ("holds or.", "holds_oracle", ".0%"),
+        ("or. share", "oracle_share", ".0%"), ("between", "between", ".0%"), ("unparse.", "unparseable", ".0%"),
+        ("greedy=or.", "greedy_is_oracle", ".0%"), ("greedy rew.", "greedy_reward", "+.3f"),
+        ("sampled", "sampled_reward", "+.3f"), ("oracle", "oracle_reward", "+.3f")])
 
 
 def model_sampler(model, tokenizer, max_new_tokens: int, temperature: float, seed: int = 0,

@@ -171,17 +171,41 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return out
 
 
+def report(header: str, rows: dict[str, list[dict[str, Any]]], summarise: Callable, format_table: Callable,
+           json_path: str = "", args: dict[str, Any] | None = None) -> int:
+    """A probe script's output: ``header``, the table of each player's summary, and with
+    ``json_path`` a JSON file of the arguments, the summaries and every row. Exit status 0."""
+    summary = {name: summarise(r) for name, r in rows.items()}
+    print(header)
+    print(format_table(summary))
+    if json_path:
+        import json
+        from pathlib import Path
+
+        Path(json_path).write_text(json.dumps({"args": args or {}, "summary": summary, "rows": rows}, indent=1))
+    return 0
+
+
+def player_table(results: dict[str, dict[str, dict[str, float]]], group: str,
+                 columns: Sequence[tuple[str, str, str]]) -> str:
+    """One line per player and group (a probe, a difficulty): ``columns`` are
+    ``(header, key, format spec)``, each right-aligned under its header."""
+    w = max([12, *(len(p) for p in results)])
+    g = max([len(group), *(len(k) for by in results.values() for k in by)])
+    widths = [max(7, len(h)) for h, _, _ in columns]
+    lines = [" ".join([f"{'player':<{w}}", f"{group:<{g}}", *(f"{h:>{n}}" for (h, _, _), n in zip(columns, widths))])]
+    for player, by_group in results.items():
+        for key, m in by_group.items():
+            cells = (f"{format(m[k], spec):>{n}}" for (_, k, spec), n in zip(columns, widths))
+            lines.append(" ".join([f"{player:<{w}}", f"{key:<{g}}", *cells]))
+    return "\n".join(lines)
+
+
 def format_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
     """One line per player and probe."""
-    w = max([12, *(len(p) for p in results)])
-    lines = [f"{'player':<{w}} {'probe':<15} {'pairs':>5} {'changed':>8} {'oracle ch.':>10} {'ch. w/ oracle':>13} "
-             f"{'=oracle bef.':>12} {'=oracle aft.':>12} {'stale':>6} {'unparse.':>8} {'afford. aft.':>12} "
-             f"{'reward aft.':>11} {'oracle':>7}"]
-    for player, by_probe in results.items():
-        for probe, m in by_probe.items():
-            lines.append(f"{player:<{w}} {probe:<15} {m['pairs']:>5} {m['changed']:>8.0%} {m['oracle_changed']:>10.0%} "
-                         f"{m['changed_when_oracle_did']:>13.0%} {m['matches_oracle_before']:>12.0%} "
-                         f"{m['matches_oracle_after']:>12.0%} {m['stale']:>6.0%} {m['unparseable']:>8.0%} "
-                         f"{m['affordable_after']:>12.0%} "
-                         f"{m['reward_after']:>+11.3f} {m['oracle_reward_after']:>+7.3f}")
-    return "\n".join(lines)
+    return player_table(results, "probe", [
+        ("pairs", "pairs", "d"), ("changed", "changed", ".0%"), ("oracle ch.", "oracle_changed", ".0%"),
+        ("ch. w/ oracle", "changed_when_oracle_did", ".0%"), ("=oracle bef.", "matches_oracle_before", ".0%"),
+        ("=oracle aft.", "matches_oracle_after", ".0%"), ("stale", "stale", ".0%"), ("unparse.", "unparseable", ".0%"),
+        ("afford. aft.", "affordable_after", ".0%"), ("reward aft.", "reward_after", "+.3f"),
+        ("oracle", "oracle_reward_after", "+.3f")])
