@@ -32,6 +32,7 @@ def test_states_are_seeded_and_move_on_by_the_players_own_answers(states):
     assert [s.seed for s in moved] == [s.seed for s in states]
     assert all(m.state.step >= s.state.step for m, s in zip(moved, states))
     assert sum(m.state.step > s.state.step for m, s in zip(moved, states)) >= 5
+    assert {s.difficulty for s in G.probe_states(4, 44_000_000, difficulty=3)} == {3}
     again = G.probe_states(10, 44_000_000, policy_answer(heuristic))
     assert [(s.state.step, s.state.resources, s.state.route_progress) for s in again] == \
         [(s.state.step, s.state.resources, s.state.route_progress) for s in moved]
@@ -115,7 +116,8 @@ def test_the_script_probes_two_saved_models_at_the_same_states(tiny_model_dir, t
 
 @pytest.mark.parametrize("argv, message", [(["--model", "no/such/folder/here"], "no such folder"),
                                            (["--group", "1"], "--group at least 2"),
-                                           (["--temperature", "0"], "--temperature in (0, 5]")])
+                                           (["--temperature", "0"], "--temperature in (0, 5]"),
+                                           (["--difficulty", "6"], "--difficulty 0-5")])
 def test_the_script_refuses_a_bad_argument_with_status_2(tiny_model_dir, argv, message, capsys):
     argv = ["--model", str(tiny_model_dir), "--states", "1", *argv]
     assert group_probe_script().main(argv) == 2

@@ -36,11 +36,12 @@ from lifestack.training.state_probe import Player, decision, oracle_answer, play
 Sampler = Callable[[list[Scenario], int], list[str]]  # states, group size -> group_size answers per state, in order
 
 
-def probe_states(n: int, seed: int, play: Callable[[list[list[dict]]], list[str]] | None = None) -> list[Scenario]:
-    """``n`` seeded scenarios (difficulties cycling 1-5), each moved on by ``play``'s
-    answers (a batch of chat prompts -> one answer each) when given: the states that
-    policy's own play reaches."""
-    states = sample_scenarios(n, None, seed)
+def probe_states(n: int, seed: int, play: Callable[[list[list[dict]]], list[str]] | None = None,
+                 difficulty: int | None = None) -> list[Scenario]:
+    """``n`` seeded scenarios (at ``difficulty``, or difficulties cycling 1-5), each moved
+    on by ``play``'s answers (a batch of chat prompts -> one answer each) when given: the
+    states that policy's own play reaches."""
+    states = sample_scenarios(n, difficulty, seed)
     return states if play is None else advance_by_policy(states, play, 1.0)
 
 
