@@ -7,9 +7,10 @@
 Plays the final evaluation's starts (``run_evaluation.evaluation_starts``: ``--episodes``,
 difficulty rising 1 -> 5; ``--seed`` 20,000,042 is the default run's, ``SEED`` 42) greedily,
 single decisions, as the trainer's final evaluation does, and records for every decision
-the turn it was (the prompt's ``STEP``), how many surprise events had fired, the prompt's
+its episode, the turn it was (the prompt's ``STEP``), how many surprise events had fired, the prompt's
 length in the model's tokens, and whether the answer parsed. Prints the unparseable
-answers per turn and per events fired, and the prompt lengths of parsed and unparsed
+answers per turn and per events fired, the episodes stuck on one (a rejected answer
+leaves the state and so the prompt unchanged: greedy play writes it again), and the prompt lengths of parsed and unparsed
 answers beside those of the warm start's demonstrations (``--demonstrations`` states of its
 scenario stream, ``sample_scenario``: 0-2 steps into a task). A prompt longer than any
 demonstration is a state the warm start never showed.
@@ -42,7 +43,9 @@ def quantiles(values: list[int]) -> list[int] | None:
 def summarise(rows: list[dict]) -> dict:
     """Unparseable answers per turn (turns 4 and later pooled as "4+") and per events fired
     (2 or more pooled as "2+"), as ``[unparseable, decisions]``; prompt-length quantiles of
-    parsed and unparseable answers."""
+    parsed and unparseable answers; episodes with an unparseable answer, and those *stuck*
+    on it: a rejected answer leaves the state, so the prompt, as it was, and a greedy
+    player writes the same answer again until the episode runs out of decisions."""
     def tally(key) -> dict[str, list[int]]:
         out: dict[str, list[int]] = {}
         for r in rows:
@@ -51,7 +54,17 @@ def summarise(rows: list[dict]) -> dict:
             cell[1] += 1
         return dict(sorted(out.items()))
 
-    return {"by_turn": tally(lambda r: str(r["turn"]) if r["turn"] < 4 else "4+"),
+    episodes: dict[int, list[dict]] = {}
+    for r in rows:
+        episodes.setdefault(r.get("episode", 0), []).append(r)
+    broken = [rs for rs in episodes.values() if not all(r["parsed"] for r in rs)]
+
+    def stuck(rs: list[dict]) -> bool:  # from its first unparseable answer on, the same turn, never parsed again
+        first = next(i for i, r in enumerate(rs) if not r["parsed"])
+        return all(not r["parsed"] and r["turn"] == rs[first]["turn"] for r in rs[first:])
+
+    return {"episodes": len(episodes), "with_unparseable": len(broken), "stuck": sum(map(stuck, broken)),
+            "by_turn": tally(lambda r: str(r["turn"]) if r["turn"] < 4 else "4+"),
             "by_events": tally(lambda r: str(r["events"]) if r["events"] < 2 else "2+"),
             "prompt_tokens": {"parsed": quantiles([r["tokens"] for r in rows if r["parsed"]]),
                               "unparseable": quantiles([r["tokens"] for r in rows if not r["parsed"]])}}
@@ -70,7 +83,7 @@ def recording_player(model, tok, max_new_tokens: int, rows: list[dict]):
         for ep, text in zip(live, texts):
             messages = ep.messages_now()
             prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            rows.append({"turn": ep.env.state.step + 1, "events": len(ep.env.state.events_fired),
+            rows.append({"episode": ep.played.start, "turn": ep.env.state.step + 1, "events": len(ep.env.state.events_fired),
                          "tokens": len(tok(prompt, add_special_tokens=False)["input_ids"]),
                          "difficulty": ep.sc.difficulty,
                          "parsed": EVALUATOR.evaluate(ep.current_prompt_text(), text)["action"] is not None})
@@ -93,6 +106,8 @@ def format_report(name: str, s: dict, demos: list[int] | None) -> str:
     q = lambda v: "-" if v is None else "/".join(map(str, v))  # noqa: E731
     return "\n".join([
         f"{name}",
+        f"  episodes with an unparseable answer: {s['with_unparseable']} of {s['episodes']}, stuck on it to the end: "
+        f"{s['stuck']}",
         "  unparseable by turn:          " + "  ".join(f"{k}: {cell(c)}" for k, c in s["by_turn"].items()),
         "  unparseable by events fired:  " + "  ".join(f"{k}: {cell(c)}" for k, c in s["by_events"].items()),
         f"  prompt tokens p10/p50/p90/max: parsed {q(s['prompt_tokens']['parsed'])}, "

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import answer_breaks as B  # noqa: E402
 
-rows = st.lists(st.fixed_dictionaries({"turn": st.integers(1, 6), "events": st.integers(0, 3),
+rows = st.lists(st.fixed_dictionaries({"episode": st.integers(0, 4), "turn": st.integers(1, 6), "events": st.integers(0, 3),
                                        "tokens": st.integers(1, 3000), "parsed": st.booleans()}), max_size=40)
 
 
@@ -26,12 +26,21 @@ def test_every_decision_is_counted_once_per_table_and_the_quantiles_are_ordered(
         assert sum(c[0] for c in s[table].values()) == sum(not r["parsed"] for r in records)
         assert all(0 <= c[0] <= c[1] for c in s[table].values())
     assert set(s["by_turn"]) <= {"1", "2", "3", "4+"} and set(s["by_events"]) <= {"0", "1", "2+"}
+    assert 0 <= s["stuck"] <= s["with_unparseable"] <= s["episodes"] == len({r["episode"] for r in records})
     for side, parsed in (("parsed", True), ("unparseable", False)):
         q = s["prompt_tokens"][side]
         lengths = [r["tokens"] for r in records if r["parsed"] == parsed]
         assert (q is None) == (not lengths)
         if q:
             assert q == sorted(q) and q[-1] == max(lengths) and min(lengths) <= q[0]
+
+
+def test_an_episode_is_stuck_when_it_never_gets_past_its_first_unparseable_answer():
+    row = lambda episode, turn, parsed: {"episode": episode, "turn": turn, "events": 0, "tokens": 900, "parsed": parsed}  # noqa: E731
+    s = B.summarise([row(0, 1, True), row(0, 2, False), row(0, 2, False),  # stuck at turn 2
+                     row(1, 1, False), row(1, 1, True), row(1, 2, True),  # broke once, went on
+                     row(2, 1, True), row(2, 2, True)])  # never broke
+    assert (s["episodes"], s["with_unparseable"], s["stuck"]) == (3, 2, 1)
 
 
 def test_the_script_plays_a_saved_model_and_refuses_a_bad_argument(tiny_model_dir, tmp_path, capsys):
@@ -45,6 +54,7 @@ def test_the_script_plays_a_saved_model_and_refuses_a_bad_argument(tiny_model_di
     # its task's horizon of them (a rejected answer does not move the task on)
     assert model["rows"] and not any(r["parsed"] for r in model["rows"])
     assert {r["turn"] for r in model["rows"]} == {1}
+    assert model["summary"]["stuck"] == model["summary"]["episodes"] == 2
     assert B.main(["--model", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert B.main(["--model", str(tiny_model_dir), "--episodes", "0"]) == 2
