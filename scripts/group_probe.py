@@ -8,7 +8,8 @@
 Moves ``--states`` seeded scenarios (difficulties 1-5 in turn, or ``--difficulty``) on by ``--model``'s own
 greedy answers, then at each state samples a group of ``--group`` answers at
 ``--temperature`` (the CPU profile's training temperature by default) and answers
-greedily, for ``--model`` and for each ``--compare`` model at the same states. Prints per difficulty
+greedily, for ``--model`` and for each ``--compare`` model at the same states (and the
+heuristic, whose one answer per state shows where its decision stands). Prints per difficulty
 how often the group holds several decisions and the reward's greedy maximiser's, how
 much of the group's reward spread lies between decisions, and whether the greedy answer
 (what closed-loop play uses) is the maximiser's decision (``lifestack.training.group_probe``).
@@ -64,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = {name: G.run_groups(G.model_sampler(m, tok, args.max_new_tokens, args.temperature, args.seed),
                                P.model_player(m, tok, args.max_new_tokens), states, args.group)
             for name, (m, tok) in models.items()}
+    from lifestack.policies import heuristic
+
+    rows["heuristic"] = G.run_groups(G.policy_sampler(heuristic), P.policy_player(heuristic), states, args.group)
     return P.report(f"[groups] {len(states)} states moved on by {args.model}'s greedy play (seed {args.seed}); "
                     f"groups of {args.group} at temperature {args.temperature}; 'or.' is the reward's greedy "
                     "maximiser's decision", rows, G.summarise, G.format_table, args.json, vars(args))

@@ -81,10 +81,19 @@ def test_the_between_share_is_a_share_and_is_whole_when_decisions_fix_the_reward
     assert G._between_share([{"decisions": ["a"] * len(rewards), "rewards": rewards}]) == 0.0
 
 
+def test_a_reference_policy_samples_its_one_answer(states):
+    from lifestack.policies import heuristic
+
+    rows = G.run_groups(G.policy_sampler(heuristic), P.policy_player(heuristic), states, 3)
+    m = G.summarise(rows)["all"]
+    assert m["mixed"] == 0.0 and m["unparseable"] == 0.0 and m["greedy_is_oracle"] >= 0.5
+    assert m["holds_oracle"] == m["oracle_share"] == m["greedy_is_oracle"]
+
+
 def test_the_table_names_each_player_and_difficulty(states):
     rows = G.run_groups(lambda scs, g: [a for a in oracle_greedy(scs) for _ in range(g)], oracle_greedy, states, 2)
     table = G.format_table({"oracle": G.summarise(rows)})
-    assert table.count("\n") == 6 and "oracle" in table and " all " in table
+    assert table.count("\n") == 8 and "oracle" in table and " all " in table and " 3-5 " in table
 
 
 def group_probe_script():
@@ -109,9 +118,11 @@ def test_the_script_probes_two_saved_models_at_the_same_states(tiny_model_dir, t
     assert "[groups] 2 states" in capsys.readouterr().out
     saved = json.loads(out.read_text())
     where = {name: [(r["seed"], r["step"]) for r in rows] for name, rows in saved["rows"].items()}
-    assert len(where) == 2 and where[str(tiny_model_dir)] == where[str(other)]
+    assert len(where) == 3 and where[str(tiny_model_dir)] == where[str(other)] == where["heuristic"]
+    assert saved["summary"]["heuristic"]["all"]["unparseable"] == 0.0
     # a random model writes no JSON in 8 tokens
-    assert all(m["all"]["unparseable"] == 1.0 and m["all"]["states"] == 2 for m in saved["summary"].values())
+    assert all(saved["summary"][name]["all"]["unparseable"] == 1.0 and saved["summary"][name]["all"]["states"] == 2
+               for name in (str(tiny_model_dir), str(other)))
 
 
 @pytest.mark.parametrize("argv, message", [(["--model", "no/such/folder/here"], "no such folder"),

@@ -31,7 +31,7 @@ from lifestack.onpolicy import advance_by_policy
 from lifestack.prompts import prompt_text, scenario_prompt
 from lifestack.scenarios import Scenario, sample_scenarios
 from lifestack.scoring import Evaluator
-from lifestack.training.state_probe import Player, decision, oracle_answer, player_table
+from lifestack.training.state_probe import Player, decision, oracle_answer, player_table, policy_player
 
 Sampler = Callable[[list[Scenario], int], list[str]]  # states, group size -> group_size answers per state, in order
 
@@ -86,11 +86,14 @@ def _between_share(rows: Sequence[dict[str, Any]]) -> float:
 
 
 def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Per difficulty (``"1"`` .. ``"5"``, present ones) and over all (``"all"``)."""
+    """Per difficulty (``"1"`` .. ``"5"``, present ones), pooled over the easy and the hard
+    ones (``"1-2"``, ``"3-5"``) and over all (``"all"``)."""
     out = {}
-    keys = sorted({str(r["difficulty"]) for r in rows}) + ["all"]
+    pools = {"1-2": {1, 2}, "3-5": {3, 4, 5}, "all": {1, 2, 3, 4, 5}}
+    keys = sorted({str(r["difficulty"]) for r in rows}) + list(pools)
     for key in keys:
-        rs = [r for r in rows if key == "all" or str(r["difficulty"]) == key]
+        within = pools[key] if key in pools else {int(key)}
+        rs = [r for r in rows if r["difficulty"] in within]
         if not rs:
             continue
 
@@ -120,6 +123,14 @@ def format_table(results: dict[str, dict[str, dict[str, float]]]) -> str:
         ("or. share", "oracle_share", ".0%"), ("between", "between", ".0%"), ("unparse.", "unparseable", ".0%"),
         ("greedy=or.", "greedy_is_oracle", ".0%"), ("greedy rew.", "greedy_reward", "+.3f"),
         ("sampled", "sampled_reward", "+.3f"), ("oracle", "oracle_reward", "+.3f")])
+
+
+def policy_sampler(policy: Callable) -> Sampler:
+    """A reference policy (``lifestack.policies``) as a sampler: its one answer at each
+    state, ``group_size`` times (it is deterministic per state), so its row shows where
+    its greedy decision stands."""
+    answer = policy_player(policy)
+    return lambda states, group_size: [a for a in answer(states) for _ in range(group_size)]
 
 
 def model_sampler(model, tokenizer, max_new_tokens: int, temperature: float, seed: int = 0,
