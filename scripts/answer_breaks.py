@@ -70,35 +70,41 @@ def summarise(rows: list[dict]) -> dict:
                               "unparseable": quantiles([r["tokens"] for r in rows if not r["parsed"]])}}
 
 
-def recording_player(model, tok, max_new_tokens: int, rows: list[dict]):
-    """The final evaluation's greedy player, noting each decision's turn, events fired,
-    prompt length and (once scored) whether it parsed."""
-    from lifestack.training.episode_play import model_player
-    from lifestack.training.grpo_rewards import EVALUATOR
+def prompt_tokens(tok, messages: list[dict]) -> int:
+    """A chat prompt's length as the model reads it (chat template, generation prompt)."""
+    text = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return len(tok(text, add_special_tokens=False)["input_ids"])
 
-    play = model_player(model, tok, max_new_tokens)
+
+def play_and_record(model, tok, starts, max_new_tokens: int) -> list[dict]:
+    """The final evaluation's greedy play of ``starts``, one record per decision: its
+    episode, turn, events fired and prompt length, noted as it is asked, and whether it
+    parsed, read from the play's own scoring (``Played.valid``) afterwards."""
+    from lifestack.training.episode_play import model_player, play_episodes
+
+    greedy = model_player(model, tok, max_new_tokens)
+    rows: list[dict] = []
 
     def answer(live):
-        texts = play(live)
-        for ep, text in zip(live, texts):
-            messages = ep.messages_now()
-            prompt = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-            rows.append({"episode": ep.played.start, "turn": ep.env.state.step + 1, "events": len(ep.env.state.events_fired),
-                         "tokens": len(tok(prompt, add_special_tokens=False)["input_ids"]),
-                         "difficulty": ep.sc.difficulty,
-                         "parsed": EVALUATOR.evaluate(ep.current_prompt_text(), text)["action"] is not None})
-        return texts
-    return answer
+        for ep in live:
+            rows.append({"episode": ep.played.start, "turn": ep.env.state.step + 1,
+                         "events": len(ep.env.state.events_fired), "tokens": prompt_tokens(tok, ep.messages_now()),
+                         "difficulty": ep.sc.difficulty})
+        return greedy(live)
+
+    played = play_episodes(answer, starts, 1, regret=False)
+    answered = {p.start: iter(p.valid) for p in played}  # each episode's decisions, in the order they were asked
+    for r in rows:
+        r["parsed"] = next(answered[r["episode"]])
+    return rows
 
 
-def demonstration_lengths(tok, n: int, seed: int = 42) -> list[int] | None:
-    """Prompt lengths of the warm start's first ``n`` demonstration states (SEED ``seed``)."""
+def demonstration_prompts(n: int, seed: int = 42) -> list[list[dict]]:
+    """The chat prompts of the warm start's first ``n`` demonstration states (SEED ``seed``)."""
     from lifestack.prompts import scenario_prompt
     from lifestack.scenarios import sample_scenario
 
-    return quantiles([len(tok(tok.apply_chat_template(scenario_prompt(
-        sample_scenario(seed + seeds.WARM_START_SCENARIOS + i, 1 + i % 5)), tokenize=False, add_generation_prompt=True),
-        add_special_tokens=False)["input_ids"]) for i in range(n)])
+    return [scenario_prompt(sample_scenario(seed + seeds.WARM_START_SCENARIOS + i, 1 + i % 5)) for i in range(n)]
 
 
 def format_report(name: str, s: dict, demos: list[int] | None) -> str:
@@ -132,17 +138,16 @@ def main(argv: list[str] | None = None) -> int:
     models = E.load_models((args.model, *args.compare))
     if models is None:
         return 2
-    from lifestack.training.episode_play import play_episodes
     from lifestack.training.run_evaluation import evaluation_starts
 
     starts = evaluation_starts(args.episodes, args.seed)
+    demos = demonstration_prompts(args.demonstrations)  # each model measures them in its own tokens
     out = {}
     print(f"[breaks] {len(starts)} closed-loop episodes from seed {args.seed}, greedy, single decisions")
     for name, (model, tok) in models.items():
-        rows: list[dict] = []
-        play_episodes(recording_player(model, tok, args.max_new_tokens, rows), starts, 1, regret=False)
+        rows = play_and_record(model, tok, starts, args.max_new_tokens)
         out[name] = {"summary": summarise(rows), "rows": rows}
-        print(format_report(name, out[name]["summary"], demonstration_lengths(tok, args.demonstrations)))
+        print(format_report(name, out[name]["summary"], quantiles([prompt_tokens(tok, p) for p in demos])))
     if args.json:
         import json
 
