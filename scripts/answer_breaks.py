@@ -3,6 +3,7 @@
 
     python scripts/answer_breaks.py --model lifestack_model/stage_0 --compare lifestack_model
     python scripts/answer_breaks.py --model lifestack_model --episodes 100 --seed 20000007 --json breaks.json
+    python scripts/answer_breaks.py --model lifestack_model/stage_0 --samples 8
 
 Plays the final evaluation's starts (``run_evaluation.evaluation_starts``: ``--episodes``,
 difficulty rising 1 -> 5; ``--seed`` 20,000,042 is the default run's, ``SEED`` 42) greedily,
@@ -13,7 +14,10 @@ answers per turn and per events fired, the episodes stuck on one (a rejected ans
 leaves the state and so the prompt unchanged: greedy play writes it again), and the prompt lengths of parsed and unparsed
 answers beside those of the warm start's demonstrations (``--demonstrations`` states of its
 scenario stream, ``sample_scenario``: 0-2 steps into a task). A prompt longer than any
-demonstration is a state the warm start never showed.
+demonstration is a state the warm start never showed. ``--samples K`` also samples K
+answers at ``--temperature`` at the state each broken episode first broke at, and at as
+many states whose greedy answer parsed: does the state break the model's sampled answers
+too (what a GRPO group there would hold), or only its greedy one?
 """
 
 from __future__ import annotations
@@ -76,10 +80,11 @@ def prompt_tokens(tok, messages: list[dict]) -> int:
     return len(tok(text, add_special_tokens=False)["input_ids"])
 
 
-def play_and_record(model, tok, starts, max_new_tokens: int) -> list[dict]:
+def play_and_record(model, tok, starts, max_new_tokens: int, prompts: list | None = None) -> list[dict]:
     """The final evaluation's greedy play of ``starts``, one record per decision: its
     episode, turn, events fired and prompt length, noted as it is asked, and whether it
-    parsed, read from the play's own scoring (``Played.valid``) afterwards."""
+    parsed, read from the play's own scoring (``Played.valid``) afterwards. ``prompts``
+    (optional) gets each decision's chat prompt, in the order of the records."""
     from lifestack.training.episode_play import model_player, play_episodes
 
     greedy = model_player(model, tok, max_new_tokens)
@@ -90,6 +95,8 @@ def play_and_record(model, tok, starts, max_new_tokens: int) -> list[dict]:
             rows.append({"episode": ep.played.start, "turn": ep.env.state.step + 1,
                          "events": len(ep.env.state.events_fired), "tokens": prompt_tokens(tok, ep.messages_now()),
                          "difficulty": ep.sc.difficulty})
+            if prompts is not None:
+                prompts.append(ep.messages_now())
         return greedy(live)
 
     played = play_episodes(answer, starts, 1, regret=False)
@@ -97,6 +104,35 @@ def play_and_record(model, tok, starts, max_new_tokens: int) -> list[dict]:
     for r in rows:
         r["parsed"] = next(answered[r["episode"]])
     return rows
+
+
+def resampled_states(rows: list[dict]) -> tuple[list[int], list[int]]:
+    """The records to sample again: each episode's first unparseable decision (the state a
+    greedy player gets stuck at), and as many parsed ones, each episode's first, in order."""
+    broken, parsed, seen_broken, seen_parsed = [], [], set(), set()
+    for i, r in enumerate(rows):
+        episode = r.get("episode", 0)
+        if not r["parsed"] and episode not in seen_broken:
+            seen_broken.add(episode)
+            broken.append(i)
+        elif r["parsed"] and episode not in seen_parsed:
+            seen_parsed.add(episode)
+            parsed.append(i)
+    return broken, parsed[:len(broken)]
+
+
+def sampled_unparseable(model, tok, prompts: list[list[dict]], samples: int, temperature: float,
+                        max_new_tokens: int, seed: int = 0) -> list[int]:
+    """``[unparseable, answers]`` of ``samples`` answers sampled at ``temperature`` at each
+    prompt (a fixed torch seed), judged as the play judges them (an evaluation with no action)."""
+    from lifestack.prompts import prompt_text
+    from lifestack.training.generation import generate_completions
+    from lifestack.training.grpo_rewards import EVALUATOR
+
+    asked = [p for p in prompts for _ in range(samples)]
+    answers = generate_completions(model, tok, asked, max_new_tokens, batch_size=32, temperature=temperature, seed=seed)
+    bad = sum(EVALUATOR.evaluate(prompt_text(p), a)["action"] is None for p, a in zip(asked, answers))
+    return [bad, len(answers)]
 
 
 def demonstration_prompts(n: int, seed: int = 42) -> list[list[dict]]:
@@ -127,11 +163,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=50, help="final-evaluation starts (difficulty rising 1 -> 5)")
     ap.add_argument("--seed", type=int, default=seeds.final_evaluation(42), help="seed of the starts")
     ap.add_argument("--demonstrations", type=int, default=300, help="warm-start demonstration states to measure")
+    ap.add_argument("--samples", type=int, default=0,
+                    help="also sample this many answers at each state an episode broke at, and at as many parsed ones")
+    ap.add_argument("--temperature", type=float, default=0.7, help="--samples' temperature (the CPU profile's 0.7)")
     ap.add_argument("--max-new-tokens", type=int, default=160)
     ap.add_argument("--json", default="", help="write every decision's record and the summaries here")
     args = ap.parse_args(argv)
-    if args.episodes < 1 or args.demonstrations < 1:
-        print("--episodes and --demonstrations must be at least 1", file=sys.stderr)
+    if args.episodes < 1 or args.demonstrations < 1 or args.samples < 0 or not 0 < args.temperature <= 5:
+        print("--episodes and --demonstrations must be at least 1, --samples at least 0, --temperature in (0, 5]",
+              file=sys.stderr)
         return 2
     import evaluate as E  # scripts/evaluate.py: the one loader of saved models
 
@@ -145,9 +185,19 @@ def main(argv: list[str] | None = None) -> int:
     out = {}
     print(f"[breaks] {len(starts)} closed-loop episodes from seed {args.seed}, greedy, single decisions")
     for name, (model, tok) in models.items():
-        rows = play_and_record(model, tok, starts, args.max_new_tokens)
+        prompts: list[list[dict]] = []
+        rows = play_and_record(model, tok, starts, args.max_new_tokens, prompts)
         out[name] = {"summary": summarise(rows), "rows": rows}
         print(format_report(name, out[name]["summary"], quantiles([prompt_tokens(tok, p) for p in demos])))
+        if args.samples:
+            broken, parsed = resampled_states(rows)
+            sampled = {side: sampled_unparseable(model, tok, [prompts[i] for i in idx], args.samples, args.temperature,
+                                                 args.max_new_tokens) if idx else [0, 0]
+                       for side, idx in (("broken", broken), ("parsed", parsed))}
+            out[name]["summary"]["sampled"] = sampled
+            print(f"  sampled at {args.temperature}, {args.samples} per state, unparseable: at the {len(broken)} states "
+                  f"episodes broke at {sampled['broken'][0]}/{sampled['broken'][1]}, at {len(parsed)} parsed states "
+                  f"{sampled['parsed'][0]}/{sampled['parsed'][1]}")
     if args.json:
         import json
 

@@ -43,12 +43,27 @@ def test_an_episode_is_stuck_when_it_never_gets_past_its_first_unparseable_answe
     assert (s["episodes"], s["with_unparseable"], s["stuck"]) == (3, 2, 1)
 
 
+@settings(max_examples=80, deadline=None)
+@given(rows)
+def test_each_broken_episode_is_resampled_once_at_its_first_break_beside_as_many_parsed_states(records):
+    broken, parsed = B.resampled_states(records)
+    episodes_broken = [r["episode"] for r in records if not r["parsed"]]
+    assert [records[i]["episode"] for i in broken] == list(dict.fromkeys(episodes_broken))
+    for i in broken:  # the episode's first unparseable decision
+        assert not records[i]["parsed"] and all(r["parsed"] for r in records[:i] if r["episode"] == records[i]["episode"])
+    assert all(records[i]["parsed"] for i in parsed) and len(parsed) <= len(broken)
+    assert len({records[i]["episode"] for i in parsed}) == len(parsed)
+
+
 def test_the_script_plays_a_saved_model_and_refuses_a_bad_argument(tiny_model_dir, tmp_path, capsys):
     out = tmp_path / "breaks.json"
     assert B.main(["--model", str(tiny_model_dir), "--episodes", "2", "--demonstrations", "3",
-                   "--max-new-tokens", "8", "--json", str(out)]) == 0
+                   "--max-new-tokens", "8", "--samples", "2", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "unparseable by turn:" in printed and "the warm start's demonstrations" in printed
+    # sampled again: 2 answers at each of the 2 states the episodes broke at, none parse in
+    # 8 tokens; no greedy answer parsed, so no parsed state to compare
+    assert "at the 2 states episodes broke at 4/4, at 0 parsed states 0/0" in printed
     model = json.loads(out.read_text())["models"][str(tiny_model_dir)]
     # a random model writes no JSON in 8 tokens: every decision unparseable, each episode
     # its task's horizon of them (a rejected answer does not move the task on)
@@ -58,3 +73,4 @@ def test_the_script_plays_a_saved_model_and_refuses_a_bad_argument(tiny_model_di
     assert B.main(["--model", str(tmp_path / "missing")]) == 2
     assert "no such folder" in capsys.readouterr().err
     assert B.main(["--model", str(tiny_model_dir), "--episodes", "0"]) == 2
+    assert B.main(["--model", str(tiny_model_dir), "--samples", "-1"]) == 2
