@@ -259,6 +259,24 @@ def test_build_config_rejects_vllm_on_the_cpu_profile_and_bad_overrides():
     assert str(err.value).startswith("N_STAGES")
 
 
+def test_a_setting_valid_only_with_the_cpu_profiles_values_waits_for_the_profile(monkeypatch):
+    """The first check runs before the hardware is known, on the constants as written: a
+    group of 8 does not divide their batch of 4, but does the CPU profile's 16. On a CPU
+    it runs; on a GPU it is refused; invalid under both, it is refused at once."""
+    cfg = T.build_config(["--NUM_GENERATIONS=8"], profile="cpu")
+    assert (cfg["NUM_GENERATIONS"], cfg["PER_DEVICE_BATCH_SIZE"]) == (8, T.CPU_PROFILE["PER_DEVICE_BATCH_SIZE"])
+    with pytest.raises(T.ConfigError, match="NUM_GENERATIONS"):
+        T.build_config(["--NUM_GENERATIONS=8"], profile="peft")
+    with pytest.raises(T.ConfigError, match="NUM_GENERATIONS"):
+        T.build_config(["--NUM_GENERATIONS=8", "--DEVICE_PROFILE=peft"])  # refused before any detection
+    detected = []
+    monkeypatch.setattr(TC, "resolve_profile", lambda *a: detected.append(a) or "cpu")
+    with pytest.raises(T.ConfigError, match="NUM_GENERATIONS"):
+        T.build_config(["--NUM_GENERATIONS=7"])  # divides neither batch
+    assert detected == []  # refused before detection (which imports torch)
+    assert T.build_config(["--NUM_GENERATIONS=8"])["NUM_GENERATIONS"] == 8 and len(detected) == 1
+
+
 def test_on_policy_states_is_validated_and_off_keeps_the_fingerprint():
     for bad in ("--ON_POLICY_STATES=-0.1", "--ON_POLICY_STATES=1.5", "--ON_POLICY_STATES=nan"):
         with pytest.raises(T.ConfigError, match="ON_POLICY_STATES"):

@@ -199,18 +199,36 @@ def build_config(argv: Sequence[str], defaults: dict[str, Any], world_size: int 
     """
     overrides = parse_overrides(argv, defaults)
     cfg = {**defaults, **overrides}
-    validate_config(cfg, world_size)  # catch bad values before touching torch
+    try:
+        validate_config(cfg, world_size)  # catch bad values before touching torch
+    except ConfigError as error:
+        # a setting valid only with the CPU profile's values (--NUM_GENERATIONS=8 with its
+        # batch of 16) waits for the profile to be known; on a GPU the last check raises it
+        if profile not in (None, "cpu") or cfg["DEVICE_PROFILE"] not in ("auto", "cpu"):
+            raise
+        try:
+            validate_config(with_cpu_profile(cfg, overrides, defaults)[0], world_size)
+        except (ConfigError, AttributeError, KeyError, TypeError):  # invalid either way (or no usable CPU_PROFILE)
+            raise error from None
     cfg["_PROFILE"] = profile or resolve_profile(cfg["DEVICE_PROFILE"], world_size, cfg["USE_LORA"])
     if cfg["_PROFILE"] == "cpu":
-        replaced = []
-        for key, value in cfg["CPU_PROFILE"].items():
-            if key not in overrides:
-                value = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
-                if value != cfg[key]:
-                    replaced.append(f"[setup]   {key}: {cfg[key]!r} -> {value!r}")
-                cfg[key] = value
+        cfg, replaced = with_cpu_profile(cfg, overrides, defaults)
         if replaced:  # an edited constant must not be swapped out silently
             log(f"[setup] the CPU profile replaced {len(replaced)} constants (CPU_PROFILE; a --KEY=value "
                 "on the command line keeps yours):\n" + "\n".join(replaced))
     validate_config(cfg, world_size)
     return cfg
+
+
+def with_cpu_profile(cfg: dict[str, Any], overrides: dict[str, Any],
+                     defaults: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``cfg`` with the CPU profile's values swapped in, except for keys given on the
+    command line, and a line for each value it changed."""
+    out, replaced = dict(cfg), []
+    for key, value in cfg["CPU_PROFILE"].items():
+        if key not in overrides:
+            value = _check_type(f"CPU_PROFILE[{key}]", value, defaults[key])
+            if value != out[key]:
+                replaced.append(f"[setup]   {key}: {out[key]!r} -> {value!r}")
+            out[key] = value
+    return out, replaced
