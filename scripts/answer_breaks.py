@@ -92,11 +92,12 @@ def play_and_record(model, tok, starts, max_new_tokens: int, prompts: list | Non
 
     def answer(live):
         for ep in live:
+            messages = ep.messages_now()  # rendered once per decision, for the length and the record
             rows.append({"episode": ep.played.start, "turn": ep.env.state.step + 1,
-                         "events": len(ep.env.state.events_fired), "tokens": prompt_tokens(tok, ep.messages_now()),
+                         "events": len(ep.env.state.events_fired), "tokens": prompt_tokens(tok, messages),
                          "difficulty": ep.sc.difficulty})
             if prompts is not None:
-                prompts.append(ep.messages_now())
+                prompts.append(messages)
         return greedy(live)
 
     played = play_episodes(answer, starts, 1, regret=False)
