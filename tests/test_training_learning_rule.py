@@ -142,6 +142,11 @@ def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
     assert not summary["closed_loop_ok"] and not summary["passed"]
     assert "GRPO must beat the control in closed-loop play: 95% CI above 0 (lower bound" in R.play_rule(summary)
     assert R.play_shortfalls(play) == ["episode reward does not beat the control arm's"]
+    # success against the control is reported beside the reward: GRPO finished every task, the control none
+    assert play["success_vs_control"]["mean"] == pytest.approx(1.0)
+    assert "success 100% vs the control's 0% (paired change +100.0%" in "\n".join(R.format_play(play))
+    saved = dict(play, success_vs_control=None)  # results saved before the field: the line without it
+    assert "success 100% vs" not in "\n".join(R.format_play(saved))
     for r in seeds:  # the control plays as well as GRPO, give or take noise: GRPO did not beat it, fails
         r["episodes_control"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(after)])
     assert not R.summarise(seeds)["passed"]

@@ -156,16 +156,17 @@ def closed_loop(results: list[dict]) -> dict | None:
     def change(later: str, earlier: str) -> list[float]:
         return [statistics.mean(r[later][i]["reward"] - r[earlier][i]["reward"] for r in results) for i in range(n)]
 
-    def success_change() -> list[float]:
-        return [statistics.mean(won(r["episodes_after"][i]) - won(r["episodes_before"][i]) for r in results)
-                for i in range(n)]
+    def success_change(later: str, earlier: str) -> list[float]:
+        return [statistics.mean(won(r[later][i]) - won(r[earlier][i]) for r in results) for i in range(n)]
 
     arms = ["before", "after"] + (["control"] if all(r.get("episodes_control") for r in results) else [])
+    control = "control" in arms
     return {"episodes": n, "change": _interval(change("episodes_after", "episodes_before")),
-            "success_change": _interval(success_change()),
+            "success_change": _interval(success_change("episodes_after", "episodes_before")),
             "change_per_seed": [statistics.mean(a["reward"] - b["reward"] for a, b in
                                                 zip(r["episodes_after"], r["episodes_before"])) for r in results],
-            "vs_control": _interval(change("episodes_after", "episodes_control")) if "control" in arms else None,
+            "vs_control": _interval(change("episodes_after", "episodes_control")) if control else None,
+            "success_vs_control": _interval(success_change("episodes_after", "episodes_control")) if control else None,
             "arms": {arm: _arm_play([x for r in results for x in r[f"episodes_{arm}"]]) for arm in arms}}
 
 
@@ -364,8 +365,13 @@ def format_play(play: dict) -> list[str]:
              f"{both('later_invalid', _pct)}"]
     if play.get("vs_control"):
         v = play["vs_control"]
+        w = play.get("success_vs_control")  # absent from results saved before 2026-12-07
+        success = "" if not w else (f"; success {_pct(a['success_rate'])} vs the control's "
+                                    f"{_pct(play['arms']['control']['success_rate'])} (paired change {w['mean']:+.1%}, "
+                                    f"95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
         lines.append(f"    GRPO vs the control arm in closed-loop play: {v['mean']:+.3f} (95% CI {v['ci95'][0]:+.3f} .. "
-                     f"{v['ci95'][1]:+.3f}); control episode reward {fmt(play['arms']['control']['episode_reward'])}")
+                     f"{v['ci95'][1]:+.3f}); control episode reward {fmt(play['arms']['control']['episode_reward'])}"
+                     + success)
     return lines
 
 
