@@ -112,3 +112,12 @@ def test_the_script_plays_two_saved_models_from_the_same_starts(tiny_model_dir, 
     # the untrained model writes no JSON in 8 tokens: every turn wasted alike
     assert saved["summary"][str(tiny_model_dir)]["1"]["in_step_group"] == 1.0
     assert turn_groups.main(["--model", str(tiny_model_dir), "--group", "1"]) == 2
+
+
+def test_the_exact_key_tells_apart_what_the_progress_key_does_not(starts):
+    a, b = starts[0].state.clone(), starts[0].state.clone()
+    assert T.exact_key(a) == T.exact_key(b) and len(T.exact_key(a)) == 16
+    b.metrics[next(iter(b.metrics))] += 0.1  # another world, the same progress
+    assert T.exact_key(a) != T.exact_key(b) and T.progress_key(a) == T.progress_key(b)
+    b.step += 1
+    assert T.progress_key(a) != T.progress_key(b)

@@ -29,6 +29,7 @@ measured the same way (``scripts/turn_groups.py``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections import Counter
@@ -43,8 +44,9 @@ Answerer = Callable[[list[tuple[int, Episode]]], list[str]]  # (member index in 
 
 
 def exact_key(state: EpisodeState) -> str:
-    """Every field of the state: two episodes with this key are in the same world."""
-    return json.dumps(state.to_dict(), sort_keys=True)
+    """A digest of every field of the state: two episodes with this key are in the same
+    world (a digest, so a saved row stays small)."""
+    return hashlib.sha256(json.dumps(state.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def progress_key(state: EpisodeState) -> str:
