@@ -145,7 +145,7 @@ def test_closed_loop_play_worse_than_the_control_arms_fails_the_check():
     # success against the control is reported beside the reward: GRPO finished every task, the control none
     assert play["success_vs_control"]["mean"] == pytest.approx(1.0)
     assert "success 100% vs the control's 0% (paired change +100.0%" in "\n".join(R.format_play(play))
-    saved = dict(play, success_vs_control=None)  # results saved before the field: the line without it
+    saved = dict(play, success_vs_control=None)  # a summary saved before the field: the line without it
     assert "success 100% vs" not in "\n".join(R.format_play(saved))
     for r in seeds:  # the control plays as well as GRPO, give or take noise: GRPO did not beat it, fails
         r["episodes_control"] = episodes([x + (0.05 if i % 2 else -0.05) for i, x in enumerate(after)])

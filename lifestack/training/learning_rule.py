@@ -365,7 +365,7 @@ def format_play(play: dict) -> list[str]:
              f"{both('later_invalid', _pct)}"]
     if play.get("vs_control"):
         v = play["vs_control"]
-        w = play.get("success_vs_control")  # absent from results saved before 2026-12-07
+        w = play.get("success_vs_control")  # absent from a summary an older version saved
         success = "" if not w else (f"; success {_pct(a['success_rate'])} vs the control's "
                                     f"{_pct(play['arms']['control']['success_rate'])} (paired change {w['mean']:+.1%}, "
                                     f"95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
