@@ -153,20 +153,23 @@ def closed_loop(results: list[dict]) -> dict | None:
         return None
     n = len(results[0]["episodes_before"])
 
-    def change(later: str, earlier: str) -> list[float]:
-        return [statistics.mean(r[later][i]["reward"] - r[earlier][i]["reward"] for r in results) for i in range(n)]
+    def reward(row: dict) -> float:
+        return row["reward"]
 
-    def success_change(later: str, earlier: str) -> list[float]:
-        return [statistics.mean(won(r[later][i]) - won(r[earlier][i]) for r in results) for i in range(n)]
+    def change(later: str, earlier: str, value=reward) -> dict:
+        """Per start, ``value`` of the later arm's episode minus the earlier's, averaged over
+        the seeds; its mean and interval over the starts."""
+        return _interval([statistics.mean(value(r[later][i]) - value(r[earlier][i]) for r in results)
+                          for i in range(n)])
 
     arms = ["before", "after"] + (["control"] if all(r.get("episodes_control") for r in results) else [])
     control = "control" in arms
-    return {"episodes": n, "change": _interval(change("episodes_after", "episodes_before")),
-            "success_change": _interval(success_change("episodes_after", "episodes_before")),
+    return {"episodes": n, "change": change("episodes_after", "episodes_before"),
+            "success_change": change("episodes_after", "episodes_before", won),
             "change_per_seed": [statistics.mean(a["reward"] - b["reward"] for a, b in
                                                 zip(r["episodes_after"], r["episodes_before"])) for r in results],
-            "vs_control": _interval(change("episodes_after", "episodes_control")) if control else None,
-            "success_vs_control": _interval(success_change("episodes_after", "episodes_control")) if control else None,
+            "vs_control": change("episodes_after", "episodes_control") if control else None,
+            "success_vs_control": change("episodes_after", "episodes_control", won) if control else None,
             "arms": {arm: _arm_play([x for r in results for x in r[f"episodes_{arm}"]]) for arm in arms}}
 
 

@@ -30,6 +30,7 @@ measured the same way (``scripts/turn_groups.py``).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import random
 from collections import Counter
@@ -146,7 +147,7 @@ def model_answerer(model, tokenizer, max_new_tokens: int, temperature: float, se
     seed per round: the same model, the same groups)."""
     from lifestack.training.generation import generate_completions
 
-    rounds = iter(range(1_000_000))
+    rounds = itertools.count()
 
     def answer(live: list[tuple[int, Episode]]) -> list[str]:
         return generate_completions(model, tokenizer, [_prompt(ep) for _, ep in live], max_new_tokens,
