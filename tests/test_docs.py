@@ -149,6 +149,35 @@ def test_no_page_keeps_a_merge_conflict_or_an_unclosed_code_block():
         assert len(fences) % 2 == 0, (rel(page), fences)
 
 
+def table_cells(row: str) -> int:
+    """Cells of a markdown table row; pipes inside code spans or escaped do not split."""
+    row = re.sub(r"`[^`]*`", "code", row.replace("\\|", "")).strip()
+    return len(row.removeprefix("|").removesuffix("|").split("|"))
+
+
+def test_table_cells_counts_what_a_renderer_shows():
+    assert table_cells("| a | b |") == 2
+    assert table_cells("| `x | y` | b \\| c |") == 2
+    assert table_cells("| a | b | c") == 3
+
+
+def test_every_table_row_has_its_headers_cells():
+    """A row with more cells than its header loses the extra ones when rendered (and one
+    with fewer shifts nothing into place): each row of a table has the header's count."""
+    for page in PAGES:
+        header, fenced = None, False
+        for n, line in enumerate(text(page).splitlines(), 1):
+            if re.fullmatch(r"\s*`{3,}[^`]*", line):
+                fenced = not fenced
+            if fenced or not line.startswith("|"):
+                header = None
+                continue
+            if header is None:
+                header = table_cells(line)
+            else:
+                assert table_cells(line) == header, (rel(page), n, line[:80])
+
+
 # --------------------------------------------------------------------------------------
 # train_trl.md: the constants, the CPU profile, the layout
 # --------------------------------------------------------------------------------------
