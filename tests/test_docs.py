@@ -23,6 +23,7 @@ from lifestack.training import config as TC  # noqa: E402
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 FENCE = re.compile(r"^```[\w-]*\n.*?^```[ \t]*$", re.S | re.M)
+FENCE_LINE = re.compile(r"\s*`{3,}[^`]*")  # a line that opens or closes a fenced block (not inline code)
 
 
 def text(path: Path) -> str:
@@ -145,7 +146,7 @@ def test_no_page_keeps_a_merge_conflict_or_an_unclosed_code_block():
         markers = [n for n, line in enumerate(lines, 1)
                    if line.startswith(("<<<<<<< ", ">>>>>>> ")) or line == "======="]
         assert not markers, (rel(page), markers)
-        fences = [n for n, line in enumerate(lines, 1) if re.fullmatch(r"\s*`{3,}[^`]*", line)]  # not inline code
+        fences = [n for n, line in enumerate(lines, 1) if FENCE_LINE.fullmatch(line)]
         assert len(fences) % 2 == 0, (rel(page), fences)
 
 
@@ -167,7 +168,7 @@ def test_every_table_row_has_its_headers_cells():
     for page in PAGES:
         header, fenced = None, False
         for n, line in enumerate(text(page).splitlines(), 1):
-            if re.fullmatch(r"\s*`{3,}[^`]*", line):
+            if FENCE_LINE.fullmatch(line):
                 fenced = not fenced
             if fenced or not line.startswith("|"):
                 header = None
