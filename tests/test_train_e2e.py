@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lifestack.training.run_state import checkpoint_is_complete
+from lifestack.training.run_state import last_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "train_trl.py"
@@ -126,11 +126,18 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
            "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2"]
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=run_env(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    ckpt = tmp_path / "lifestack_model" / "stage_1" / "checkpoints" / "checkpoint-2"
+    ckpts = tmp_path / "lifestack_model" / "stage_1" / "checkpoints"
+
+    def whole_checkpoint_before_the_last_step() -> bool:
+        # any of checkpoint-2/4/6: the Trainer keeps one (save_total_limit=1), so waiting for
+        # checkpoint-2 alone races the rotation that deletes it when checkpoint-4 is saved
+        newest = last_checkpoint(ckpts, quiet=True)  # its state file is written last: the checkpoint is whole
+        return newest is not None and int(newest.rsplit("-", 1)[1]) < 8
+
     deadline = time.time() + 400
     try:
         while time.time() < deadline and proc.poll() is None:
-            if checkpoint_is_complete(ckpt):  # its state file is written last: the checkpoint is whole
+            if whole_checkpoint_before_the_last_step():
                 break
             time.sleep(0.2)
         assert proc.poll() is None, "the run ended before it could be interrupted"
@@ -143,8 +150,7 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     assert state["next_stage"] == 1 and state["stages"] == [] and state["fingerprint"]  # written before training
 
     # and a newer checkpoint the kill cut short while saving (its state file written last, empty)
-    ckpts = ckpt.parent
-    whole = max(int(p.name.split("-")[1]) for p in ckpts.glob("checkpoint-*") if checkpoint_is_complete(p))
+    whole = int(last_checkpoint(ckpts, quiet=True).rsplit("-", 1)[1])
     torn = ckpts / f"checkpoint-{whole + 1}"
     torn.mkdir(exist_ok=True)
     (torn / "trainer_state.json").write_text("")
