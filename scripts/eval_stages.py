@@ -25,14 +25,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lifestack.training import seeds as run_seeds  # noqa: E402
+from lifestack.training.models import is_saved_model  # noqa: E402
 
 
 def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
-    """(name, path) of stage_0, stage_1, ... and the final model, those that exist, in order."""
-    stages = sorted((p for p in output_dir.glob("stage_*") if p.name[6:].isdigit() and (p / "config.json").exists()),
+    """(name, path) of stage_0, stage_1, ... and the final model, those that exist, in order:
+    full weights or LoRA adapters (``is_saved_model``)."""
+    stages = sorted((p for p in output_dir.glob("stage_*") if p.name[6:].isdigit() and is_saved_model(p)),
                     key=lambda p: int(p.name[6:]))
     out = [(p.name, p) for p in stages]
-    if (output_dir / "config.json").exists():
+    if is_saved_model(output_dir):
         out.append(("final", output_dir))
     return out
 
@@ -50,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.output_dir)
     models = saved_models(out_dir)
     if not models:
-        print(f"no saved model (config.json) in {out_dir} or its stage_N folders", file=sys.stderr)
+        print(f"no saved model (config.json or adapter_config.json) in {out_dir} or its stage_N folders",
+              file=sys.stderr)
         return 1
     cfg = T.build_config([f"--OUTPUT_DIR={out_dir}", *args.overrides])  # resolves the profile as the trainer does
     T.RUN.configure(cfg)

@@ -34,7 +34,7 @@ if str(ROOT) not in sys.path:
 
 from lifestack.training import episode_play as M  # noqa: E402
 from lifestack.training.generation import generation_mode  # noqa: E402
-from lifestack.training.models import choose_precision, prepare_tokenizer, torch_dtype  # noqa: E402
+from lifestack.training.models import choose_precision, is_adapter, is_saved_model, prepare_tokenizer, torch_dtype  # noqa: E402
 
 
 class UsageError(Exception):
@@ -64,7 +64,7 @@ def load(name: str, device: str | None = None):
     if path.exists():
         if not path.is_dir():
             raise UsageError(f"--model {name}: not a folder")
-        if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
+        if not is_saved_model(path):
             raise UsageError(f"--model {name}: no model in this folder (no config.json or adapter_config.json)")
     elif not looks_like_hub_id(name):
         raise UsageError(f"--model {name}: no such folder (and not a hub id like owner/name)")
@@ -76,7 +76,7 @@ def load(name: str, device: str | None = None):
     # bf16 but only emulates it), fp16 on older GPUs, fp32 on a CPU
     cuda = device.startswith("cuda")
     dtype = torch_dtype(choose_precision(tuple(torch.cuda.get_device_capability(device)) if cuda else None))
-    adapter = path.is_dir() and (path / "adapter_config.json").exists()
+    adapter = path.is_dir() and is_adapter(path)
     try:  # the tokenizer first: a model without a chat template is refused before its weights load
         base = None
         if adapter:

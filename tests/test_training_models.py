@@ -21,3 +21,18 @@ def test_trained_weights_are_fp32_only_a_lora_base_is_half():
     for precision in ("fp32", "bf16", "fp16"):
         assert MD.weight_precision(precision, lora=False) == "fp32"
         assert MD.weight_precision(precision, lora=True) == precision
+
+
+def test_a_saved_model_folder_holds_full_weights_or_a_lora_adapter(tmp_path):
+    full, adapter, empty = tmp_path / "full", tmp_path / "adapter", tmp_path / "empty"
+    for d in (full, adapter, empty):
+        d.mkdir()
+    (full / "config.json").write_text("{}")
+    (adapter / "adapter_config.json").write_text("{}")
+    (empty / "tokenizer_config.json").write_text("{}")  # a tokenizer alone is no model
+    assert MD.is_saved_model(full) and MD.is_saved_model(adapter) and not MD.is_saved_model(empty)
+    assert MD.is_adapter(adapter) and not MD.is_adapter(full)
+    assert not MD.is_saved_model(tmp_path / "missing")
+    odd = tmp_path / "odd"
+    (odd / "config.json").mkdir(parents=True)  # a folder by that name is not the file
+    assert not MD.is_saved_model(odd)

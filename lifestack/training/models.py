@@ -16,6 +16,17 @@ from lifestack.training.fast_cpu import speed_up
 from lifestack.training.tiny_model import build_tiny_model, cpu_banner
 
 
+def is_adapter(path: str | Path) -> bool:
+    """A LoRA adapter folder (PEFT's ``adapter_config.json``), loaded on top of its base model."""
+    return (Path(path) / "adapter_config.json").is_file()
+
+
+def is_saved_model(path: str | Path) -> bool:
+    """A folder holding a saved policy: full weights (``config.json``) or a LoRA adapter,
+    as the trainer writes each stage and the final model (``USE_LORA`` picks which)."""
+    return (Path(path) / "config.json").is_file() or is_adapter(path)
+
+
 def choose_precision(capability: tuple[int, int] | None) -> str:
     """Compute precision for a CUDA device of compute ``capability`` (``(major, minor)``;
     ``None``: no GPU, so fp32).
@@ -134,11 +145,11 @@ def load_transformers_model(name: str, cfg: dict[str, Any], precision: str, devi
     """
     from transformers import AutoModelForCausalLM
 
-    is_adapter = init_from is not None and (Path(init_from) / "adapter_config.json").exists()
-    dtype = torch_dtype(weight_precision(precision, cfg["USE_LORA"] or is_adapter))
-    model = AutoModelForCausalLM.from_pretrained(str(init_from) if init_from and not is_adapter else name, dtype=dtype)
+    adapter = init_from is not None and is_adapter(init_from)
+    dtype = torch_dtype(weight_precision(precision, cfg["USE_LORA"] or adapter))
+    model = AutoModelForCausalLM.from_pretrained(str(init_from) if init_from and not adapter else name, dtype=dtype)
     model.to(device)
-    if is_adapter:
+    if adapter:
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(init_from), is_trainable=True)

@@ -23,7 +23,7 @@ from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
 from lifestack.training.episode_play import Played, model_player, play_episodes
-from lifestack.training.models import unwrap, load_model
+from lifestack.training.models import is_saved_model, load_model, unwrap
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
 from lifestack.training.run_state import RunPaths
@@ -175,7 +175,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
     trained = run_episodes(core, tokenizer, cfg, n, seed, run)
     start_dir = paths.stage(0)
     start_label = "base model"
-    if (start_dir / "config.json").exists() or (start_dir / "adapter_config.json").exists():
+    if is_saved_model(start_dir):
         # GRPO started from the warm-started model: compare with that, not with the base
         start_label = "warm-started model (GRPO's start)"
         start_model, start_tok = load_model(cfg, start_dir, banner=False, collective=False)
@@ -195,7 +195,7 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
                 fh.write(json.dumps({"model": label, **r}) + "\n")
     cpu = cfg["_PROFILE"] == "cpu"
     plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"])
-    curves = plot_training_curves(paths.train_history, cfg["CURVES_PATH"])
+    curves = plot_training_curves(paths.train_history, cfg["CURVES_PATH"], cpu=cpu)
     curriculum = plot_curriculum(list(stages), cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
                                  retreat=cfg["RETREAT_THRESHOLD"])
     summary = {
