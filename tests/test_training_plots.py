@@ -74,3 +74,24 @@ def test_curriculum_plot_marks_moves_and_the_retreat_line(tmp_path):
     assert PL.plot_curriculum(stages, path, 0.6, retreat=0.3)
     assert path.stat().st_size > 1000
 
+
+
+def test_training_curves_say_when_they_are_a_cpu_pipeline_check(tmp_path, monkeypatch):
+    import json
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+
+    titles = []
+    real_title = Axes.set_title
+    monkeypatch.setattr(Axes, "set_title", lambda self, t, *a, **k: titles.append(t) or real_title(self, t, *a, **k))
+    history = tmp_path / "train_history.jsonl"
+    history.write_text("".join(json.dumps({"stage": 1 + i // 2, "rewards/reward_format_fn/mean": 0.1 * i}) + "\n"
+                               for i in range(4)))
+    assert PL.plot_training_curves(history, tmp_path / "cpu.png", cpu=True)
+    assert PL.plot_training_curves(history, tmp_path / "gpu.png")
+    assert PL.CPU_PLOT_NOTE in titles[0] and PL.CPU_PLOT_NOTE not in titles[1]
+    assert (tmp_path / "cpu.png").exists() and (tmp_path / "gpu.png").exists()
+    assert not PL.plot_training_curves(tmp_path / "missing.jsonl", tmp_path / "none.png", cpu=True)

@@ -115,7 +115,7 @@ def plot_curriculum(stages: list[dict], path: str | Path, threshold: float, cpu:
     return True
 
 
-def plot_training_curves(history_path: Path, path: str | Path) -> bool:
+def plot_training_curves(history_path: Path, path: str | Path, cpu: bool = False) -> bool:
     """Per-reward-function means over training steps (all stages), from train_history.jsonl."""
     if not history_path.exists():
         return False
@@ -142,7 +142,7 @@ def plot_training_curves(history_path: Path, path: str | Path) -> bool:
             ax.axvline(xs[i] - 0.5, color="grey", lw=0.5)
     ax.set_xlabel("training log step (all stages; grey lines = stage boundaries)")
     ax.set_ylabel("reward (rolling mean, 5)")
-    ax.set_title("GRPO training curves per reward function")
+    _plot_title(ax, "GRPO training curves per reward function", cpu)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
