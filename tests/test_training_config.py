@@ -140,7 +140,7 @@ def test_validate_config_batch_divisibility_counts_processes():
     TC.validate_config(cfg_with(USE_VLLM=True, DEVICE_PROFILE="peft"))  # vLLM is fine on a GPU profile
 
 
-def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
+def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch, capsys):
     import importlib.util
 
     import torch
@@ -150,7 +150,11 @@ def test_full_fine_tuning_never_resolves_to_unsloth(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "unsloth" else real(name, *a))
     assert TC.resolve_profile("auto", 1, use_lora=True) == "unsloth"
     assert TC.resolve_profile("auto", 1, use_lora=False) == "peft"  # fp32 master weights + autocast
+    assert "several processes" not in capsys.readouterr().out
     assert TC.resolve_profile("auto", 2, use_lora=True) == "peft"
+    assert "[setup] several processes: Unsloth is single-GPU" in capsys.readouterr().out  # says why
+    assert TC.resolve_profile("unsloth", 2) == "peft"
+    assert "several processes" in capsys.readouterr().out
     with pytest.raises(T.ConfigError, match="^USE_LORA"):
         T.build_config(["--USE_LORA=False", "--DEVICE_PROFILE=unsloth"])
 

@@ -176,8 +176,9 @@ def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) 
     """The device profile to run: unsloth / peft on a GPU, cpu otherwise."""
     import importlib.util
 
+    several = "[setup] several processes: Unsloth is single-GPU, using transformers + PEFT"
     if requested == "unsloth" and world_size > 1:
-        log("[setup] several processes: Unsloth is single-GPU, using transformers + PEFT")
+        log(several)
         return "peft"
     if requested != "auto":
         return requested
@@ -185,8 +186,10 @@ def resolve_profile(requested: str, world_size: int = 1, use_lora: bool = True) 
 
     if not torch.cuda.is_available():
         return "cpu"
-    if world_size == 1 and use_lora and importlib.util.find_spec("unsloth") is not None:
-        return "unsloth"
+    if use_lora and importlib.util.find_spec("unsloth") is not None:
+        if world_size == 1:
+            return "unsloth"
+        log(several)  # installed but not usable here: say why it is not the profile
     return "peft"  # Unsloth is single-GPU and 4-bit LoRA here: else transformers + PEFT
 
 
