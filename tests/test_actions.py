@@ -458,3 +458,12 @@ def test_the_json_scan_stays_linear_on_nesting_built_to_be_reread(monkeypatch):
     honest = '{"action_type": "rest", "target_domain": "physical_health", "reasoning": "I rest."}'
     action, reason = parse_action("{ x } " * 300 + honest)
     assert action is not None, reason
+
+
+def test_a_scan_budget_stops_text_built_to_be_reread_from_every_brace():
+    # 200 unclosed objects: each '{' decodes to the end of the text, so the failed candidates
+    # read ~100x the text; the scan stops at MAX_SCAN_FACTOR x and says so
+    action, reason = parse_action('{"a":' * 200)
+    assert action is None and reason == "JSON scan stopped: too many nested candidates"
+    action, reason = parse_action('{"a":' * 10)  # a few candidates read less: the decoder's own error
+    assert action is None and reason.startswith("invalid JSON")

@@ -27,3 +27,11 @@ def test_the_estimate_grows_with_the_work_asked_for():
     assert longer["seconds_per_step"] > base["seconds_per_step"] and longer["peak_gib"] > base["peak_gib"]
     episodes = estimate_run(cfg("--HORIZON=3", "--MAX_SEQ_LENGTH=4096"))
     assert episodes["total_minutes"] > base["total_minutes"] and episodes["peak_gib"] > base["peak_gib"]
+
+
+def test_docs_quote_the_default_runs_estimate_as_it_prints():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "gpu.md").read_text(encoding="utf-8")
+    quoted = [line for line in text.splitlines() if line.startswith("ESTIMATE (not measured)")]
+    assert quoted == [estimate_line(cfg())]
