@@ -17,6 +17,7 @@ from lifestack.episodes import MAX_HORIZON
 from lifestack.policies import DEMONSTRATORS
 from lifestack.training.distributed import log
 from lifestack.training.grpo_rewards import REWARD_NAMES
+from lifestack.training import seeds
 
 PROFILES = ("auto", "unsloth", "peft", "cpu")
 
@@ -100,14 +101,17 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
 
     need(cfg["DEVICE_PROFILE"] in PROFILES, "DEVICE_PROFILE", f"must be one of {', '.join(PROFILES)}")
     need(isinstance(cfg["MODEL_NAME"], str) and cfg["MODEL_NAME"].strip() != "", "MODEL_NAME", "must be a model id or path")
-    need(1 <= cfg["N_STAGES"] <= 50, "N_STAGES", "must be in 1..50")
+    need(1 <= cfg["N_STAGES"] <= seeds.MAX_STAGES, "N_STAGES",  # each stream of scenarios at its own offset
+         f"must be in 1..{seeds.MAX_STAGES} (a later stage's prompts would be the warm start's scenarios)")
     need(1 <= cfg["START_DIFFICULTY"] <= 5, "START_DIFFICULTY", "must be in 1..5")
-    need(cfg["N_PROMPTS_PER_STAGE"] >= 1, "N_PROMPTS_PER_STAGE", "must be at least 1")
+    need(1 <= cfg["N_PROMPTS_PER_STAGE"] <= seeds.MAX_STAGE_PROMPTS, "N_PROMPTS_PER_STAGE",
+         f"must be in 1..{seeds.MAX_STAGE_PROMPTS} (more would be the next stage's prompts)")
     need(finite(cfg["ADVANCE_THRESHOLD"]) and -1.0 < cfg["ADVANCE_THRESHOLD"] < 1.0, "ADVANCE_THRESHOLD",
          "must be in (-1, 1): the task reward's range")
     need(finite(cfg["RETREAT_THRESHOLD"]) and -1.0 <= cfg["RETREAT_THRESHOLD"] < cfg["ADVANCE_THRESHOLD"],
          "RETREAT_THRESHOLD", "must be finite, at least -1.0 (never retreat) and below ADVANCE_THRESHOLD")
-    need(cfg["N_EVAL_PROMPTS"] >= 1, "N_EVAL_PROMPTS", "must be at least 1")
+    need(1 <= cfg["N_EVAL_PROMPTS"] <= seeds.PER_STAGE, "N_EVAL_PROMPTS",
+         f"must be in 1..{seeds.PER_STAGE} (more would be the next stage's held-out prompts)")
     lrs = cfg["LEARNING_RATES"]
     need(len(lrs) >= 1 and all(finite(x) and 0 < x < 1 for x in lrs), "LEARNING_RATES", "must be a non-empty list of rates in (0, 1)")
     need(cfg["NUM_GENERATIONS"] >= 2, "NUM_GENERATIONS", "GRPO needs at least 2 completions per prompt")
@@ -127,13 +131,15 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["LOG_INTERVAL"] >= 1, "LOG_INTERVAL", "must be at least 1")
     need(0 <= cfg["INTEGRITY_PROMPTS"] <= 1000, "INTEGRITY_PROMPTS", "must be in [0, 1000] (0 turns the integrity watch off)")
     need(cfg["SAVE_STEPS"] >= 1, "SAVE_STEPS", "must be at least 1")
-    need(cfg["N_EVAL_EPISODES"] >= 1, "N_EVAL_EPISODES", "must be at least 1")
+    need(1 <= cfg["N_EVAL_EPISODES"] <= seeds.PER_STAGE, "N_EVAL_EPISODES",
+         f"must be in 1..{seeds.PER_STAGE} (more would be eval_stages.py's next seed's episodes)")
     need(cfg["LORA_RANK"] >= 1 and cfg["LORA_ALPHA"] >= 1, "LORA_RANK", "LORA_RANK and LORA_ALPHA must be >= 1")
     need(0 < cfg["VLLM_GPU_MEMORY_UTILIZATION"] < 1, "VLLM_GPU_MEMORY_UTILIZATION", "must be in (0, 1)")
     need(cfg["VLLM_MODE"] in ("colocate", "server"), "VLLM_MODE", "must be colocate or server")
     need(1 <= cfg["VLLM_SERVER_PORT"] <= 65535, "VLLM_SERVER_PORT", "must be a TCP port")
     need(cfg["REPORT_TO"] in ("auto", "none", "tensorboard", "wandb"), "REPORT_TO", "must be auto, none, tensorboard or wandb")
-    need(cfg["WARM_START_SFT_STEPS"] >= 0, "WARM_START_SFT_STEPS", "must be >= 0")
+    need(0 <= cfg["WARM_START_SFT_STEPS"] <= seeds.MAX_DEMONSTRATIONS, "WARM_START_SFT_STEPS",
+         f"must be in 0..{seeds.MAX_DEMONSTRATIONS} (more would draw the integrity watch's scenarios)")
     need(cfg["WARM_START_POLICY"] in DEMONSTRATORS, "WARM_START_POLICY", f"must be one of {', '.join(DEMONSTRATORS)}")
     need(finite(cfg["WARM_START_LR"]) and 0 < cfg["WARM_START_LR"] < 1, "WARM_START_LR", "must be in (0, 1)")
     need(cfg["FEEDBACK_ON_ERROR"] in ("raise", "zero"), "FEEDBACK_ON_ERROR", "must be raise or zero")
