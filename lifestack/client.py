@@ -25,8 +25,10 @@ from .episodes import Turn
 from .prompts import prompt_text
 
 # A connection unused this long is reopened before a request: the server closes idle
-# keep-alive connections (after 30 s), and a request racing that close would be lost.
-REUSE_IDLE_S = 10.0
+# keep-alive connections (``--keep-alive``, 5 s by default), and a request sent on a
+# connection it has closed is lost (ConnectionLost, never retried). Keep it below the
+# server's keep-alive; a client of a server run with a shorter one passes ``reuse_idle_s``.
+REUSE_IDLE_S = 2.0
 
 
 class ServerError(RuntimeError):
@@ -69,7 +71,7 @@ class LifeStackClient:
     ``state`` use it. ``close`` ends the session on the server (idle ones expire anyway)."""
 
     def __init__(self, base_url: str = "http://127.0.0.1:8000", timeout: float = 30.0, token: str | None = None,
-                 source_address: tuple[str, int] | None = None) -> None:
+                 source_address: tuple[str, int] | None = None, reuse_idle_s: float = REUSE_IDLE_S) -> None:
         url = urlsplit(base_url)
         if url.scheme not in ("http", "https") or not url.hostname:
             raise ValueError(f"base_url must be http(s)://host[:port], got {base_url!r}")
@@ -77,6 +79,7 @@ class LifeStackClient:
         # the server's bearer token: given, or LIFESTACK_SERVE_TOKEN as the server reads it
         self.token = token if token is not None else (os.environ.get("LIFESTACK_SERVE_TOKEN") or None)
         self.source_address = source_address
+        self.reuse_idle_s = reuse_idle_s
         self._url, self._prefix = url, url.path.rstrip("/")
         self._conn: http.client.HTTPConnection | None = None
         self._last_used = 0.0
@@ -84,7 +87,7 @@ class LifeStackClient:
 
     # -- transport ------------------------------------------------------------------
     def _connection(self) -> http.client.HTTPConnection:
-        if self._conn is not None and time.monotonic() - self._last_used > REUSE_IDLE_S:
+        if self._conn is not None and time.monotonic() - self._last_used > self.reuse_idle_s:
             self._drop()
         if self._conn is None:
             cls = http.client.HTTPSConnection if self._url.scheme == "https" else http.client.HTTPConnection

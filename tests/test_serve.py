@@ -457,6 +457,18 @@ def test_half_sent_bodies_and_idle_keep_alive_are_timed_out():
         assert answer.startswith(b"HTTP/1.1 200") and b"<still open>" not in answer
 
 
+def test_a_client_idle_past_the_servers_keep_alive_reconnects_instead_of_losing_its_request():
+    from lifestack.client import REUSE_IDLE_S
+    from lifestack.serve import DEFAULT_KEEP_ALIVE
+
+    assert REUSE_IDLE_S < DEFAULT_KEEP_ALIVE  # the default client reopens before the default server closes
+    with serving(LifeStackService(max_sessions=4, idle_timeout=60), keep_alive=0.5) as u:
+        c = LifeStackClient(u, reuse_idle_s=0.2)  # below this server's keep-alive
+        c.reset(seed=3, difficulty=1)
+        time.sleep(1.0)  # idle past the keep-alive: the server has closed the connection
+        assert c.state()["session_id"] == c.session_id  # (with a 30 s window: ConnectionLost)
+
+
 def test_malformed_http_gets_the_json_error_shape():
     with serving(LifeStackService(max_sessions=4, idle_timeout=60)) as u:
         for head in (b"POST /reset HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n",
