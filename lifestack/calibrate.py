@@ -1,8 +1,8 @@
 """Calibration: does the 0.6 curriculum threshold separate good play from bad?
 
 ``python -m lifestack.calibrate [--states N] [--seed S] [--episodes E] [--json PATH]``
-scores every reference policy (oracle, rollout, heuristic, random, lazy, each reward
-hack) for one decision on N seeded states per difficulty (the same kind of states the
+scores every reference policy (oracle, rollout, heuristic, random, random_rules,
+random_honest, lazy, each reward hack) for one decision on N seeded states per difficulty (the same kind of states the
 trainer prompts with) and prints the mean task reward of a single decision (its step
 reward blended with the episode it starts, ``lifestack.value``). It exits 1 when the
 ordering the design contract asks for fails (docs/rewards.md, "Calibration"):

@@ -5,9 +5,10 @@ through the dependency graph, and returns an :class:`Observation`. ``step`` take
 :class:`LifeStackAction` (or text / a dict, parsed with :func:`parse_action`). Same seed
 and same actions give identical observations, rewards and infos.
 
-``snapshot()`` returns a small JSON-safe dict of the episode state and ``restore(task,
-snapshot)`` rebuilds it exactly, which is how the trainer's reward code recreates the
-state a prompt was written from.
+``snapshot()`` returns a small JSON-safe dict of the episode state. ``restore(task,
+state)`` continues from an ``EpisodeState``: the trainer's reward code rebuilds the state
+a prompt was written from out of the prompt's metadata (``scenarios.rebuild_state``) and
+restores it here.
 """
 
 from __future__ import annotations
@@ -433,7 +434,7 @@ class LifeStackEnv:
         return spent, energy_cost
 
     def _apply_changes(self, s: EpisodeState, action: LifeStackAction, energy_cost: float,
-                       info: list[str]) -> tuple[float, float, int, dict[str, float]]:
+                       info: list[str]) -> tuple[float, float, float, dict[str, float]]:
         """Apply the action's metric changes, scaled down to what was paid for, plus the
         intrinsic cost of paying; big changes cascade through the graph.
 

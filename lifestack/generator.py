@@ -273,8 +273,8 @@ def _generate_cached(domain: str, difficulty: int, seed: int) -> Task:
 class TaskGenerator:
     """Builds tasks; the same ``(domain, difficulty, seed)`` always gives an identical task.
 
-    Tasks are immutable, so results are cached (``cache=False`` rebuilds every time,
-    which the benchmarks use to measure the cold cost).
+    Tasks are immutable, so results are cached (``cache=False`` rebuilds every time, as
+    the tests use it; ``scripts/bench_rewards.py`` clears the cache to time the cold cost).
     """
 
     domains = DOMAINS

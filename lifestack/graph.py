@@ -15,8 +15,9 @@ from typing import Mapping, NamedTuple
 
 from .metrics import METRIC_INDEX, clamp_metric
 
-# (source, target, weight). About 30 edges; cycles (energy <-> fitness, stress <-> sleep
-# via clarity) are intended: real lives have feedback loops.
+# (source, target, weight). About 30 edges; the two cycles (energy <-> fitness, and
+# satisfaction -> motivation -> growth trajectory -> satisfaction) are intended: real lives
+# have feedback loops.
 EDGES: tuple[tuple[str, str, float], ...] = (
     ("career.workload", "mental_wellbeing.stress_level", 0.7),
     ("career.workload", "time.free_hours_per_week", -0.8),

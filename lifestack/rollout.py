@@ -143,9 +143,11 @@ def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[
 
 def episode_tokens(tokenizer, horizon: int, max_new_tokens: int, scenarios: int = 12, seed: int = 0) -> int:
     """About how many tokens the longest of ``scenarios`` episodes takes with this
-    tokenizer: the heuristic plays ``horizon`` turns (rejected answers where the task ends
-    sooner keep the conversation going), and each answer is counted at ``max_new_tokens``.
-    What a sequence-length limit must hold (prompt, answers and environment turns)."""
+    tokenizer: the heuristic plays each until its task ends or ``horizon`` turns pass, and
+    ``horizon`` answers are counted at ``max_new_tokens`` each, whether played or not.
+    What a sequence-length limit must hold (prompt, answers and environment turns). A
+    policy whose rejected answers keep an episode going past where the heuristic's ends
+    adds those turns' short environment replies, which this does not count."""
     longest = 0
     for i in range(scenarios):
         ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)

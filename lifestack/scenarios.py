@@ -3,7 +3,9 @@
 ``sample_scenario(seed, difficulty)`` draws a task (flight_crisis or code_merge_crisis),
 merges a conflict of the same difficulty, cascades both disruptions, then rolls the
 episode forward 0-2 steps with a mix of sensible and clumsy actions so the states vary.
-Everything is drawn from ``random.Random(seed)``.
+The family, the conflict and the roll-forward are drawn from ``random.Random(seed)``; the
+task from the generator's own ``Random(f"{domain}:{difficulty}:{seed}")`` and each event's
+firing from ``Random(f"{seed}:{event_id}")``, so every draw is seeded.
 
 The state travels as a small JSON description (:func:`scenario_metadata`) that holds no
 hidden state: hidden state is recomputed from the task and the events that fired.

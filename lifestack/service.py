@@ -142,7 +142,7 @@ def _int_field(body: Mapping[str, Any], name: str, lo: int, hi: int, default: in
 
 def reset_params(body: Any, default_horizon: int = DEFAULT_HORIZON) -> ResetParams:
     """Validate a reset request: ``{"seed", "difficulty", "task_family" (or "domain"),
-    "horizon", "episode_id"}``, all optional. A missing seed is drawn at random and
+    "horizon", "episode_id", "scenario", "session_id"}``, all optional. A missing seed is drawn at random and
     reported back, as OpenEnv allows; unknown keys are refused so a typo is not a silent default."""
     if body is None:
         body = {}
@@ -444,7 +444,7 @@ _STR_OR_NULL = {"type": ["string", "null"]}
 _EPISODE = {"type": "object", "properties": {
     "seed": {"type": "integer"}, "difficulty": {"type": "integer"}, "domain": {"type": "string"},
     "conflict_id": {"type": "string"}, "horizon": {"type": "integer"}}}
-_OUTCOME = {"type": "object", "description": "lifestack.episodes.episode_outcome of the trajectory so far"}
+_OUTCOME = {"type": "object", "description": "lifestack.value.episode_outcome of the trajectory so far"}
 
 SCHEMAS: dict[str, Any] = {
     "action": {

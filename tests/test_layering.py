@@ -5,6 +5,7 @@ no module of ``lifestack`` takes part in an import cycle."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +34,14 @@ def test_the_training_package_imports_torch_only_inside_functions():
     modules = sorted(p.stem for p in LAYERS["training"].glob("*.py") if p.stem != "__init__")
     assert {"config", "models", "context", "run_evaluation", "run_state", "plots"} <= set(modules)
     assert loaded_after("; ".join(f"import lifestack.training.{m}" for m in modules)) == set()
+
+
+def test_the_training_package_names_every_module_it_holds():
+    import lifestack.training
+
+    modules = {p.stem for p in LAYERS["training"].glob("*.py") if p.stem != "__init__"}
+    named = set(re.findall(r"``(\w+)``", lifestack.training.__doc__))
+    assert modules - named == set()  # the package docstring is its table of contents
 
 
 def _imports(path: Path) -> set[str]:

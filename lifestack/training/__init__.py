@@ -27,6 +27,10 @@
 - ``model_card``: the model card written with every final save.
 - ``publish``: the card, the plots and the upload at the end of a run (``PUSH_TO_HUB``).
 - ``demo``, ``demo_app``: the demo page (``scripts/demo.py``).
+- ``group_probe``: what a GRPO group holds at the states a policy's own play reaches
+  (``scripts/group_probe.py``).
+- ``turn_groups``: how often per-turn credit (GiGPO's step groups) would find turns from
+  one state (``scripts/turn_groups.py``).
 - ``state_probe``: controlled state probes (a route step done, the budget cut): does a decision follow the change?
 - ``learning_check``: the learning check's arms and measurements (``scripts/learning_check.py``).
 - ``learning_rule``: the learning check's judging rule, its tables and reports.

@@ -3,8 +3,8 @@
 :class:`GenerationLog` is opened on a path and closed by its owner (the run context); it
 appends one JSON line at a time and flushes it, so a killed run leaves valid JSONL. The
 file is opened once (an open per line cost more than the rest of a logged evaluation)
-and reopened when it was deleted or replaced under it (a fresh run deletes it; so may a
-user). A write that fails (a full disk) is reported once on stderr and never changes a
+and reopened when it was deleted or replaced under it (a fresh run moves it aside into
+``previous_run_*``; a user may delete it). A write that fails (a full disk) is reported once on stderr and never changes a
 reward.
 """
 

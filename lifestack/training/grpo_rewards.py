@@ -31,7 +31,7 @@ REWARD_NAMES = (  # the order of REWARD_FUNCS; the names REWARD_WEIGHTS chooses 
     "reward_human_feedback_fn",
 )
 # In episode mode (HORIZON > 1) this reward also carries the trajectory's outcome
-# (lifestack.episodes.episode_reward); the other five are the mean over the turns.
+# (lifestack.value.episode_reward); the other five are the mean over the turns.
 OUTCOME_REWARD = "reward_task_success_fn"
 EPISODE_FIELDS = ("turns", "episode_outcome", "episode")  # what the episode rollout adds to a reward call
 

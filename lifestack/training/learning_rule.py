@@ -7,8 +7,10 @@ run and of two saved runs against each other.
   (:func:`decision_change`), regret against the oracle, imitation of the heuristic.
 - :func:`closed_loop` compares closed-loop play over the episode starts;
   :func:`play_shortfalls` says where it fails the rule.
-- :func:`summarise` applies the rule (the full check: decisions improve beyond noise, beat
-  the control's, closed-loop play is not worse; ``quick``: a smoke check) and
+- :func:`summarise` applies the rule (the full check: decisions improve beyond noise and
+  beat the control's; closed loop, success rises beyond noise, the episode reward is not
+  worse beyond noise and beats the control's; no task family collapsed; with a teacher,
+  success at its weakest difficulties beats the teacher's; ``quick``: a smoke check) and
   :func:`per_difficulty` tabulates every arm and reference per difficulty.
 - :func:`format_table`, :func:`format_play`, :func:`format_per_difficulty`,
   :func:`play_rule` render them; :func:`report`, :func:`report_saved` and
@@ -309,8 +311,8 @@ def summarise(results: list[dict], quick: bool = False, refs: list[dict] | None 
 
 
 def format_table(summary: dict, n_seeds: int, control: str = "shuffled") -> str:
-    """The printed report of :func:`summarise`'s summary: the metric table, then (a)-(e)
-    and the per-difficulty table; ``control`` names the control arm's kind."""
+    """The printed report of :func:`summarise`'s summary: the metric table, then (a)-(c)
+    and (e) (:func:`report` prints (d), the diversity) and the per-difficulty table; ``control`` names the control arm's kind."""
     lines = [f"| metric (mean ± spread over {n_seeds} seed{'s' if n_seeds > 1 else ''}) | before GRPO | after GRPO | change |",
              "|---|---:|---:|---:|"]
     for m, t in summary["table"].items():

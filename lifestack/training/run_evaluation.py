@@ -65,7 +65,7 @@ def policy_advance(model, tokenizer, cfg: dict[str, Any]) -> Callable[[list[Scen
 
 
 def held_out_prompts(n: int, difficulty: int | None, seed: int) -> list[list[dict]]:
-    """The prompts of ``generate_dataset(n, difficulty, seed)``, without the Dataset."""
+    """The prompts of ``generate_dataset(n, difficulty, seed=seed)``, without the Dataset."""
     return [scenario_prompt(sc)
             for sc in sample_scenarios(n, difficulty, seed)]
 

@@ -22,8 +22,8 @@ unparseable answer is a wasted turn, time passes) and measures, per turn index:
   grouping would form.
 
 The player sees the current state's own prompt (``build_prompt``), as the trainer's
-single-decision prompts and its final closed-loop evaluation show it. A player is any
-function from prompts to answers, so a model, a reference policy and a test double are
+single-decision prompts and its final closed-loop evaluation show it. A player
+(``Answerer``) answers a list of (member index, live episode) pairs, one answer each, so a model, a reference policy and a test double are
 measured the same way (``scripts/turn_groups.py``).
 """
 

@@ -24,8 +24,8 @@ def warm_start(model, tokenizer, cfg: dict[str, Any], *, batch_size: int = 4, fi
     so every decision gain is GRPO's), ``rules`` (the same, following the prompt's routing
     rule) or ``heuristic`` (the near-optimal decisions themselves). Loss is on the completion tokens only. In episode mode the
     demonstrations are the demonstrator's turns of played episodes, each after its
-    conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios (the
-    learning check's imitation control continues on scenarios the warm start never saw).
+    conversation so far (so the model has seen environment turns). ``first_demo`` skips that many demonstration scenarios
+    (``scripts/imitation_capacity.py`` continues each block on scenarios the earlier blocks never saw).
     ``demonstrator``: another teacher (a ``lifestack.policies.HONEST`` policy) for a
     measurement such as ``scripts/imitation_capacity.py --policy oracle``; the trainer uses
     WARM_START_POLICY's.

@@ -6,7 +6,7 @@ and the hack signatures counted on the policy's own completions).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from lifestack.diversity import answer_diversity
 from lifestack.env import LifeStackEnv
@@ -40,7 +40,7 @@ def diversity_line(stage: int, report: dict[str, dict]) -> str:
     return f"[diversity] stage {stage} | " + (" | ".join(parts) or "no parsed answer") + tail
 
 
-def score_battery(sc: Scenario, weights: Sequence[float], run: RunContext) -> dict[str, tuple[float, dict[str, float]]]:
+def score_battery(sc: Scenario, weights: Mapping[str, float], run: RunContext) -> dict[str, tuple[float, dict[str, float]]]:
     """The honest answer and every hack of lifestack.hacks on scenario ``sc``, each scored
     through the six reward functions: ``{name: (weighted total, the six rewards)}``. These
     texts are not the policy's: they are neither logged nor counted as its completions."""
@@ -69,8 +69,9 @@ def integrity_watch(cfg: dict[str, Any], stage: int, difficulty: int, previous: 
        difference over every hack and prompt (it must stay > 0), ``closest_hack`` the
        hack that got nearest.
     2. Reads the hack signatures counted on the policy's own completions this stage
-       (every fresh training evaluation on this process) and flags keyword-list
-       reasoning, unpaid or zero-cost claims in WATCH_RATE or more of them, and an
+       (every fresh evaluation of its answers on this process, in training and in the
+       stage's held-out evaluation) and flags keyword-list reasoning, unpaid or zero-cost
+       claims and unfaithful reasoning in WATCH_RATE or more of them, and an
        unparseable share that rose by WATCH_RISE or more since the last stage.
     """
     margins: dict[str, list[float]] = {}
