@@ -20,8 +20,10 @@ What it does. The model is ``Qwen2ForCausalLM`` built from the real configuratio
 Qwen/Qwen2.5-1.5B-Instruct (``lifestack/data/model_configs/qwen2.5-1.5b-instruct.json``:
 28 layers, hidden 1536, 12 query / 2 key-value heads, vocabulary 151,936) with RANDOM
 weights: nothing is ever downloaded (HF_HUB_OFFLINE=1 is set before transformers is
-imported). The tokenizer is the trainer's offline one (``lifestack.training.tiny_model.build_tiny_tokenizer``,
-about 2,000 ids); by default the model keeps the real 151,936-row embedding so memory
+imported). The tokenizer is Qwen2.5's own, rebuilt offline (``lifestack.qwen_tokens``), when the
+``qwen`` extra is installed, else the trainer's offline one
+(``lifestack.training.tiny_model.build_tiny_tokenizer``, about 2,000 ids); ``--tokenizer``
+chooses; by default the model keeps the real 151,936-row embedding so memory
 and the LM-head cost are realistic, and the tokenizer's ids are simply a subset of it.
 The special-token ids in the model config are remapped to that tokenizer's.
 Training is TRL's ``GRPOTrainer`` on ``train_trl.generate_dataset`` prompts with the real
@@ -255,7 +257,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     vocab = p.add_mutually_exclusive_group()
     vocab.add_argument("--real-vocab", action="store_true", help="embedding with the real 151,936 rows (default for the real shape)")
     vocab.add_argument("--small-vocab", action="store_true", help="embedding = tokenizer length rounded up to 64")
-    p.add_argument("--steps", type=int, default=None, help="GRPO steps (default 6 on GPU, 2 on CPU; the first is warm-up)")
+    p.add_argument("--steps", type=int, default=None, help="GRPO steps (default 6 for the real shape, 2 for the tiny one; the first is warm-up)")
     p.add_argument("--num-generations", dest="num_generations", type=int, default=None)
     p.add_argument("--batch", type=int, default=None, help="per-device batch, in completions")
     p.add_argument("--max-completion-length", dest="max_completion_length", type=int, default=None)

@@ -2,7 +2,7 @@
 """Count the CPU instructions one get_lifestack_evaluation costs, with valgrind.
 
     python scripts/bench_instructions.py              # 1,000 fresh pairs (~1 minute)
-    python scripts/bench_instructions.py --pairs 50   # quick (the test suite runs this)
+    python scripts/bench_instructions.py --pairs 60   # quick (the test suite runs this)
 
 Wall-clock figures on a shared 2-core VM swing by +-40 % from one minute to the next,
 which hides any change smaller than that. Instruction counts do not: callgrind counts

@@ -4,14 +4,17 @@
     python scripts/bench_rewards.py            # full sizes (~1 minute)
     python scripts/bench_rewards.py --quick    # tiny sizes (the test suite runs this)
 
-Measures, each as the median of --repeats runs:
+Measures, each as a median over repeats (``--repeats``, 7; ``--quick`` uses 2):
   1. lifestack: rebuild a pre-action state from its JSON description + step one fresh
      action (the task generator's cache cleared too, i.e. everything from scratch), in µs,
      and the same with the task generator's cache warm;
   2. get_lifestack_evaluation on fresh (prompt, completion) pairs, in pairs/s (the
      per-prompt state cache warm, as in training where each prompt has a group);
-  3. all six reward functions on one 64-completion GRPO batch (16 prompts x 4), in ms;
-  4. generate_dataset(500), in s;
+  3. all six reward functions on a batch of 64 (prompt, completion) pairs, in ms (median
+     of 3 x repeats batches): the pairs are spread over the prompts, so at full size each
+     comes from a different prompt (a harder case for the per-prompt cache than a GRPO
+     batch of 16 prompts x 4 completions); with --quick about 3 share a prompt;
+  4. generate_dataset(500), in s (median of max(2, repeats // 2));
   5. the phases of one evaluation, each timed alone in a tight loop over the same sample
      (JSON metadata, task lookup, state rebuild, parse, restore, step), in µs. Tight loops
      run hotter than the real mix, so these add up to less than figure 2's per-pair time.
@@ -120,7 +123,7 @@ def main(argv=None) -> int:
             T.get_lifestack_evaluation(completion, prompt)
         rates.append(len(pairs) / (time.perf_counter() - t))
 
-    # 3. six reward functions on one 64-completion batch (16 prompts x 4 generations)
+    # 3. six reward functions on batches of 64 consecutive pairs (spread over the prompts)
     batch_ms = []
     for r in range(repeats * 3):
         EVALUATOR.evaluations.clear()

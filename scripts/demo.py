@@ -45,7 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     who.add_argument("--policy", choices=D.REFERENCE_PLAYERS, help="the player selected when the page opens")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
-                        help="port (default 7860)")
+                        help="port (default: $GRADIO_SERVER_PORT, else 7860)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest answer a model may write")
     parser.add_argument("--family", choices=D.FAMILIES, default=D.FAMILIES[0], help="the task family shown first")
     parser.add_argument("--difficulty", type=int, default=3, choices=range(1, 6), metavar="1-5",

@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
           + f" -> precision {choose_precision(capability)}", flush=True)
     print("[gpu check] the rule on reference GPUs: "
           + ", ".join(f"{k} {v}" for k, v in precision_table().items()), flush=True)
-    steps = plan(cuda or torch.cuda.is_available())
+    steps = plan(cuda)  # --dry-run: the CPU shape even on a GPU machine, so what runs here
     for row in steps:
         print(f"[gpu check] {row['profile']}: " + (f"skipped ({row['skipped']})" if row["skipped"] else
                                                   ("run on the CPU shape" if not cuda else "run")), flush=True)

@@ -16,7 +16,8 @@ decision gain is GRPO's own), then score it on
 one fixed held-out prompt set (the same prompts for every seed, all difficulties and
 both task families) before GRPO and after the GRPO curriculum, both with the CPU
 profile's own values (CPU_PROFILE). Each held-out prompt is answered 4 times, sampled at
-the training temperature with a fixed torch seed: that is the policy GRPO optimises.
+0.7 (the CPU profile's training temperature, whatever a TEMPERATURE override trains with)
+with a fixed torch seed: that is the policy GRPO optimises.
 
 The control arm starts from the same warm-started weights. ``imitation`` (the default)
 spends GRPO's compute on more of the warm start: as many supervised steps as GRPO took
@@ -46,7 +47,7 @@ The full check passes when
   difficulties 4-5 beats the heuristic's own on the same starts (paired interval above 0),
 - and no seed collapsed onto one answer. A result counts on three seed ranges.
 
-``--quick`` (one seed, 8 prompts) is a smoke check of the pipeline, not evidence: it
+``--quick`` (8 held-out prompts; CI runs it with ``--seeds 1``) is a smoke check of the pipeline, not evidence: it
 passes when the run completes with finite figures, GRPO changed the policy's answers and
 they did not collapse. Its paired change is printed but not judged: on 8 prompts its
 interval is about +-0.2, and its sign flips with any change to the code.

@@ -330,13 +330,14 @@ def test_the_manifest_parses_with_openenv_and_names_an_app_that_serves():
     assert '".[serve]"' in dockerfile and f'"--port", "{raw_manifest["port"]}"' in dockerfile
 
 
-def test_bench_script_runs_and_reports_the_ratio():
+@pytest.mark.parametrize("clients", [4, 70])  # 70: more than the server's default per-client quota (64)
+def test_bench_script_runs_and_reports_the_ratio(clients):
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_serve.py"), "--clients", "4", "--episodes",
+    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_serve.py"), "--clients", str(clients), "--episodes",
                           "1", "--repeats", "1", "--horizon", "3"], capture_output=True, text=True, timeout=120, cwd=root)
     assert out.returncode == 0, out.stderr
     assert "median: server" in out.stdout and "server/in-process = " in out.stdout
