@@ -252,6 +252,14 @@ def test_layout_tables_name_modules_and_names_that_exist():
         assert not missing, (page.name, missing)
 
 
+def test_the_readmes_layout_names_every_script():
+    block = text(ROOT / "README.md").split("\nscripts/ ", 1)[1].split("\nnotebooks/", 1)[0]
+    named = set(re.findall(r"\b(\w+)\b", block))
+    scripts = {p.stem for p in (ROOT / "scripts").glob("*.py")} - {"train_trl"}  # train_trl.py has its own line
+    missing = {s for s in scripts if s not in named and not (s.startswith("bench_") and "bench_*" in block)}
+    assert not missing
+
+
 def test_validation_and_constant_counts_are_the_codes():
     doc = text(TRAIN)
     assert f"All {len(T.CONFIG_KEYS)} constants can be overridden." in doc
