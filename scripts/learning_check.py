@@ -72,12 +72,22 @@ from lifestack.training.learning_check import CONTROLS, EVAL_TEMPERATURE, run_se
 from lifestack.training.learning_rule import compare_runs, report, report_saved  # noqa: E402
 
 
+def default_out(first_seed: int, seeds: int) -> Path:
+    """The runs' working directory unless ``--out`` names one: one per seed range, so seeds
+    trained as separate processes (two at a time on a 2-core CPU) never share a folder,
+    a feedback database or a ``learning_check.json``; ``--from-json`` pools their files."""
+    last = first_seed + seeds - 1
+    return Path("training_logs/learning_check") / (f"seed_{first_seed}" if seeds == 1 else f"seeds_{first_seed}-{last}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="how many seeds (default 3)")
     parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="the reduced CI version")
-    parser.add_argument("--out", default="training_logs/learning_check", help="working directory for the runs")
+    parser.add_argument("--out", default=None,
+                        help="working directory for the runs (default: training_logs/learning_check/seed_N, or "
+                             "seeds_N-M for several)")
     parser.add_argument("--json", default=None, help="where to write the results (default: OUT/learning_check.json)")
     parser.add_argument("--control", nargs="?", const="imitation", choices=[*sorted(CONTROLS), "none"],
                         default=None,
@@ -112,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.use_deterministic_algorithms(True)
-    out = Path(args.out)
+    out = Path(args.out) if args.out else default_out(args.first_seed, args.seeds)
     out.mkdir(parents=True, exist_ok=True)
     s = settings(T, args.quick)
     if args.beyond_teacher:  # the teacher's warm start; an explicit override after -- still wins

@@ -108,6 +108,23 @@ def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypat
     assert err.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
+def test_each_seed_range_works_in_its_own_folder_by_default(tmp_path, monkeypatch):
+    outs = []
+
+    def stop(T, seed, out, s, extra, control=None):
+        outs.append(Path(out))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(L, "run_seed", stop)
+    monkeypatch.chdir(tmp_path)  # the default folder is relative to where the command runs
+    for argv in (["--seeds", "1", "--first-seed", "10"], ["--seeds", "1", "--first-seed", "11"],
+                 ["--seeds", "3", "--first-seed", "4"], ["--seeds", "1", "--first-seed", "10", "--out", "mine"]):
+        with pytest.raises(SystemExit):
+            L.main(argv)
+    base = Path("training_logs/learning_check")
+    assert outs == [base / "seed_10", base / "seed_11", base / "seeds_4-6", Path("mine")]
+
+
 def test_beyond_teacher_warm_starts_on_the_heuristic_and_an_explicit_override_wins(tmp_path, monkeypatch):
     seen = []
 
