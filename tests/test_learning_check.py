@@ -91,17 +91,26 @@ def test_from_json_refuses_to_pool_a_seed_twice_or_another_recipe(tmp_path, caps
     assert ("appears twice" in err) if not other else (f"differ in {next(iter(other))}" in err)
 
 
-def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypatch, capsys):
+def first_run_seed_calls(monkeypatch, argvs: list[list[str]], pick) -> list:
+    """``pick(out=, extra=, control=)`` of run_seed's first call for each argv: run_seed is
+    stubbed to stop there, so nothing trains."""
     seen = []
 
     def stop(T, seed, out, s, extra, control=None):
-        seen.append(control)
+        seen.append(pick(out=out, extra=extra, control=control))
         raise SystemExit(0)
 
     monkeypatch.setattr(L, "run_seed", stop)
-    for argv in (["--control"], ["--control=shuffled"], ["--control=none"], [], ["--quick"]):
+    for argv in argvs:
         with pytest.raises(SystemExit):
-            L.main(["--seeds", "1", "--out", str(tmp_path), *argv])
+            L.main(argv)
+    return seen
+
+
+def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypatch, capsys):
+    argvs = [["--seeds", "1", "--out", str(tmp_path), *a]
+             for a in (["--control"], ["--control=shuffled"], ["--control=none"], [], ["--quick"])]
+    seen = first_run_seed_calls(monkeypatch, argvs, lambda control, **_: control)
     assert seen == ["imitation", "shuffled", None, "imitation", None]  # the full check runs the imitation control
     with pytest.raises(SystemExit) as err:
         L.main(["--control=unknown", "--out", str(tmp_path)])
@@ -109,33 +118,18 @@ def test_control_flag_takes_a_kind_and_defaults_to_imitation(tmp_path, monkeypat
 
 
 def test_each_seed_range_works_in_its_own_folder_by_default(tmp_path, monkeypatch):
-    outs = []
-
-    def stop(T, seed, out, s, extra, control=None):
-        outs.append(Path(out))
-        raise SystemExit(0)
-
-    monkeypatch.setattr(L, "run_seed", stop)
     monkeypatch.chdir(tmp_path)  # the default folder is relative to where the command runs
-    for argv in (["--seeds", "1", "--first-seed", "10"], ["--seeds", "1", "--first-seed", "11"],
-                 ["--seeds", "3", "--first-seed", "4"], ["--seeds", "1", "--first-seed", "10", "--out", "mine"]):
-        with pytest.raises(SystemExit):
-            L.main(argv)
+    argvs = [["--seeds", "1", "--first-seed", "10"], ["--seeds", "1", "--first-seed", "11"],
+             ["--seeds", "3", "--first-seed", "4"], ["--seeds", "1", "--first-seed", "10", "--out", "mine"]]
+    outs = first_run_seed_calls(monkeypatch, argvs, lambda out, **_: Path(out))
     base = Path("training_logs/learning_check")
     assert outs == [base / "seed_10", base / "seed_11", base / "seeds_4-6", Path("mine")]
 
 
 def test_beyond_teacher_warm_starts_on_the_heuristic_and_an_explicit_override_wins(tmp_path, monkeypatch):
-    seen = []
-
-    def stop(T, seed, out, s, extra, control=None):
-        seen.append(list(extra))
-        raise SystemExit(0)
-
-    monkeypatch.setattr(L, "run_seed", stop)
-    for argv in (["--beyond-teacher"], ["--beyond-teacher", "--", "--WARM_START_POLICY=rules"], []):
-        with pytest.raises(SystemExit):
-            L.main(["--seeds", "1", "--out", str(tmp_path), *argv])
+    argvs = [["--seeds", "1", "--out", str(tmp_path), *a]
+             for a in (["--beyond-teacher"], ["--beyond-teacher", "--", "--WARM_START_POLICY=rules"], [])]
+    seen = first_run_seed_calls(monkeypatch, argvs, lambda extra, **_: list(extra))
     assert seen == [["--WARM_START_POLICY=heuristic"], ["--WARM_START_POLICY=heuristic", "--WARM_START_POLICY=rules"], []]
 
 
