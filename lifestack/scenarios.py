@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from .conflicts import ConflictEvent, generate_conflict, get_conflict
@@ -66,6 +66,14 @@ def sample_scenario(seed: int, difficulty: int, domain: str | None = None, *, ge
         taken += 1
     round_state(env.state)
     return Scenario(seed, difficulty, task, conflict, env.state, taken)
+
+
+def at_crisis(sc: Scenario) -> Scenario:
+    """``sc`` at the crisis itself: the state ``LifeStackEnv.reset`` builds from its task and
+    conflict, before any roll-forward, so an episode played from it is the whole task."""
+    env = LifeStackEnv()
+    env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
+    return replace(sc, state=env.state, roll_forward=0)
 
 
 def sample_scenarios(n: int, difficulty: int | None, seed: int) -> list[Scenario]:

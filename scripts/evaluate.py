@@ -147,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="1: every decision a fresh prompt (the single-decision trainer's setting); "
                              "H > 1: the conversation of episode mode, up to H turns")
     parser.add_argument("--seed", type=int, default=40_000_000, help="seed of the episode starts")
+    parser.add_argument("--from-crisis", action="store_true",
+                        help="start every episode at the crisis itself, the whole task, as the trainer's final "
+                             "evaluation does (default: the scenario's own state, 0-2 steps rolled forward, as the "
+                             "training prompts)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--no-references", action="store_true", help="skip the reference policies")
@@ -167,18 +171,19 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ValueError) as exc:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
-    starts = M.episode_starts(args.episodes, difficulties, args.seed)
+    starts = M.episode_starts(args.episodes, difficulties, args.seed, from_crisis=args.from_crisis)
     names = {"model": args.model, "compare": args.compare}
     players = {names[k]: M.model_player(m, t, args.max_new_tokens, args.batch_size) for k, (m, t) in models.items()}
     if not args.no_references:
         players.update({name: M.policy_player(p, args.seed) for name, p in M.REFERENCES.items()})
     print(f"[evaluate] {len(starts)} episodes (difficulties {difficulties}, {args.episodes} each, seed {args.seed}, "
-          f"horizon {args.horizon}), players: {', '.join(players)}", flush=True)
+          f"horizon {args.horizon}, {'from the crisis' if args.from_crisis else 'scenario states'}), players: {', '.join(players)}", flush=True)
     played = play_all(players, starts, args.horizon, args.quiet)
     results = {name: M.by_difficulty(rows) for name, rows in played.items()}
     print(M.format_table(results))
     out = {"model": args.model, "compare": args.compare, "episodes_per_difficulty": args.episodes,
-           "difficulties": difficulties, "horizon": args.horizon, "seed": args.seed, "results": results,
+           "difficulties": difficulties, "horizon": args.horizon, "seed": args.seed,
+           "from_crisis": args.from_crisis, "results": results,
            "episodes": {name: [p.to_dict() for p in rows] for name, rows in played.items()}}
     if args.compare:
         out["paired"] = M.paired(played[args.model], played[args.compare])

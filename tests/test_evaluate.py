@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import evaluate as E  # noqa: E402
 import lifestack.training.episode_play as M  # noqa: E402
+from lifestack.env import LifeStackEnv  # noqa: E402
 
 
 @pytest.fixture
@@ -42,6 +43,18 @@ def test_references_play_the_same_paired_episodes_and_the_oracle_has_no_regret()
     text = M.format_table(table)
     assert "difficulty 4 (2 episodes" in text and "| oracle | " in text
     assert played == {name: M.play_episodes(M.policy_player(p), starts) for name, p in M.REFERENCES.items()}
+
+
+def test_starts_from_the_crisis_are_the_same_scenarios_before_any_roll_forward():
+    rolled = M.episode_starts(3, [2, 5], seed=11)
+    crisis = M.episode_starts(3, [2, 5], seed=11, from_crisis=True)
+    assert [(s.seed, s.difficulty, s.task, s.conflict) for s in crisis] == [(s.seed, s.difficulty, s.task, s.conflict)
+                                                                          for s in rolled]
+    assert all(s.roll_forward == 0 for s in crisis) and any(s.roll_forward > 0 for s in rolled)
+    for sc in crisis:  # the state LifeStackEnv.reset builds: no step taken yet
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
+        assert sc.state == env.state and sc.state.step == 0
 
 
 def test_evaluate_a_model_folder_writes_the_table_json_and_plot(tiny, tmp_path, capsys):

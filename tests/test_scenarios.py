@@ -211,3 +211,18 @@ def test_rebuild_accepts_int_and_float_subclass_numbers():
     got = rebuild_state(meta, task)
     assert got.metrics == expected.metrics and got.resources == expected.resources
     assert all(type(v) is float for v in list(got.metrics.values()) + list(got.resources.values()))
+
+
+def test_at_crisis_is_the_same_task_before_any_step():
+    from lifestack.env import LifeStackEnv
+    from lifestack.scenarios import at_crisis
+
+    for seed in range(20):
+        sc = sample_scenario(seed, 1 + seed % 5)
+        start = at_crisis(sc)
+        env = LifeStackEnv()
+        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
+        assert start.state == env.state and start.roll_forward == 0
+        assert (start.seed, start.difficulty, start.task, start.conflict) == (sc.seed, sc.difficulty, sc.task, sc.conflict)
+        if sc.roll_forward == 0:  # nothing rolled forward: only the rounding of sample_scenario differs
+            assert start.state.step == sc.state.step == 0

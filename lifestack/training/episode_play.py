@@ -29,7 +29,7 @@ from lifestack.env import LifeStackEnv
 from lifestack.episodes import Episode
 from lifestack.policies import heuristic, oracle, random_valid
 from lifestack.prompts import build_prompt, prompt_text
-from lifestack.scenarios import Scenario, sample_scenario
+from lifestack.scenarios import Scenario, at_crisis, sample_scenario
 from lifestack.training.grpo_rewards import EVALUATOR
 from lifestack.value import episode_outcome, episode_reward
 
@@ -60,11 +60,16 @@ class Played:
                                               "outcome", "episode_reward")}
 
 
-def episode_starts(episodes_per_difficulty: int, difficulties: Sequence[int], seed: int) -> list[Scenario]:
+def episode_starts(episodes_per_difficulty: int, difficulties: Sequence[int], seed: int,
+                   from_crisis: bool = False) -> list[Scenario]:
     """The evaluation's starts: for each difficulty ``episodes_per_difficulty`` scenarios
-    ``sample_scenario(seed + 1000 * d + i, d, family)``, families alternating."""
-    return [sample_scenario(seed + 1000 * d + i, d, FAMILIES[i % 2])
-            for d in difficulties for i in range(episodes_per_difficulty)]
+    ``sample_scenario(seed + 1000 * d + i, d, family)``, families alternating, each in the
+    scenario's own state (0-2 steps rolled forward, as the training prompts), or with
+    ``from_crisis`` at the crisis itself (``at_crisis``: the whole task, as the trainer's
+    final evaluation starts)."""
+    starts = [sample_scenario(seed + 1000 * d + i, d, FAMILIES[i % 2])
+              for d in difficulties for i in range(episodes_per_difficulty)]
+    return [at_crisis(sc) for sc in starts] if from_crisis else starts
 
 
 def parse_difficulties(text: str) -> list[int]:

@@ -6,17 +6,15 @@ GRPO's start, with its plots and ``eval_episodes.jsonl``). Every completion come
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from typing import Any, Callable, Sequence
 
 from lifestack.actions import parse_action
-from lifestack.env import LifeStackEnv
 from lifestack.episodes import Episode
 from lifestack.onpolicy import advance_by_policy
 from lifestack.prompts import scenario_prompt, prompt_text, read_metadata
-from lifestack.scenarios import Scenario, sample_scenario, sample_scenarios
+from lifestack.scenarios import Scenario, at_crisis, sample_scenario, sample_scenarios
 from lifestack.training import seeds
 from lifestack.training.context import RunContext
 from lifestack.training.decisions import decisions
@@ -154,13 +152,8 @@ def evaluation_starts(n: int, seed: int) -> list[Scenario]:
     """The final evaluation's ``n`` starts: difficulty rising 1 -> 5, task families
     alternating, each at the crisis itself (the state ``LifeStackEnv.reset`` builds, not
     the scenario's roll-forward)."""
-    starts = []
-    for i in range(n):
-        sc = sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2])
-        env = LifeStackEnv()
-        env.reset(seed=sc.seed, task=sc.task, conflict=sc.conflict)
-        starts.append(dataclasses.replace(sc, state=env.state))
-    return starts
+    return [at_crisis(sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2]))
+            for i in range(n)]
 
 
 def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
