@@ -44,14 +44,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     who.add_argument("--model", help="a model folder (a training run's OUTPUT_DIR, stage_N, LoRA adapter) or hub id")
     who.add_argument("--policy", choices=D.REFERENCE_PLAYERS, help="the player selected when the page opens")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("GRADIO_SERVER_PORT", 7860)),
-                        help="port (default: $GRADIO_SERVER_PORT, else 7860)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: $GRADIO_SERVER_PORT, else 7860)")
     parser.add_argument("--max-new-tokens", type=int, default=256, help="longest answer a model may write")
     parser.add_argument("--family", choices=D.FAMILIES, default=D.FAMILIES[0], help="the task family shown first")
     parser.add_argument("--difficulty", type=int, default=3, choices=range(1, 6), metavar="1-5",
                         help="the difficulty shown first")
     parser.add_argument("--seed", type=int, default=7, help="the seed shown first")
     args = parser.parse_args(argv)
+    if args.port is None:
+        env_port = os.environ.get("GRADIO_SERVER_PORT", "7860")
+        try:
+            args.port = int(env_port)
+        except ValueError:
+            parser.error(f"GRADIO_SERVER_PORT must be a port number, got {env_port!r}")
+    if not 0 <= args.seed <= D.MAX_SEED:
+        parser.error(f"--seed must lie in 0..{D.MAX_SEED}, got {args.seed}")
     if not 0 < args.port < 65536:
         parser.error(f"--port must lie in 1..65535, got {args.port}")
     if not 1 <= args.max_new_tokens <= 4096:

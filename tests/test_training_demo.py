@@ -233,3 +233,49 @@ def test_the_space_runs_the_demo_with_the_tested_versions():
     assert space_app.arguments({}) == ["--policy", "heuristic", "--host", "0.0.0.0", "--port", "7860"]
     assert space_app.arguments({"LIFESTACK_MODEL": "me/model", "GRADIO_SERVER_PORT": "9000"}) == \
         ["--model", "me/model", "--host", "0.0.0.0", "--port", "9000"]
+
+
+def test_a_form_with_a_name_that_is_no_metric_is_refused_before_any_turn():
+    assert D.form_problem("mental_wellbeing.stress_level: -5\ncareer.workload = 2") is None
+    assert D.form_problem("") is None and D.form_problem('{"career.workload": -3') is None  # the parser's to judge
+    assert "unknown metric 'mental_wellbeing.stres_level'" in D.form_problem("mental_wellbeing.stres_level: -5")
+    assert "unknown metric" in D.form_problem("mental_wellbeing.stress_level -5")  # no colon: one unknown name
+    assert "a decimal point, not a comma" in D.form_problem("mental_wellbeing.stress_level: 1,5")  # '5' is no metric
+
+
+def test_the_demo_script_checks_its_seed_and_the_port_it_reads_from_the_environment(monkeypatch):
+    with pytest.raises(SystemExit):
+        S.parse_args(["--seed", "-1"])
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "8123")
+    assert S.parse_args([]).port == 8123 and S.parse_args(["--port", "9000"]).port == 9000
+    monkeypatch.setenv("GRADIO_SERVER_PORT", "abc")
+    with pytest.raises(SystemExit):  # an argparse error, not a traceback
+        S.parse_args([])
+
+
+def test_a_turn_shows_what_its_player_read(scorer):
+    ep = D.new_episode("flight_crisis", 3, 7)
+    D.play_turn(ep, GOOD, scorer)
+    conversation = D.model_messages(ep, "conversation")
+    view = D.play_turn(ep, GOOD, scorer, conversation)
+    assert view.model_input.startswith("RESULT OF YOUR ACTION")  # the environment's reply, not a fresh prompt
+    assert "SYSTEM_METADATA" not in view.model_input and view.model_input in conversation[-1]["content"]
+
+
+def test_the_play_buttons_turn_off_when_the_episode_ends_and_a_typo_costs_no_turn(scorer):
+    pytest.importorskip("gradio")
+    from lifestack.training.demo_app import build_app
+
+    app = build_app(scorer)
+    fns = {f.fn.__name__: f.fn for f in app.fns.values() if f.fn is not None}
+    game, *rest = fns["new_game"]("flight_crisis", 3, 7, False)
+    assert rest[-2]["interactive"] is True and rest[-1]["interactive"] is True
+    out = fns["play_form"](game, "rest", "mental_wellbeing", "(none)", "mental_wellbeing.stres_level: -5", 1, 0, 0, "")
+    assert "unknown metric" in out[2] and game.episode.turns == []
+    while not game.episode.done:
+        out = fns["play"](game, GOOD)
+    assert "The episode is over" in out[2] and out[4]["interactive"] is False and out[5]["interactive"] is False
+    late = fns["play"](game, GOOD)  # a click that got through keeps the summary and the buttons off
+    assert late[2] == {"__type__": "update"} and late[4]["interactive"] is False
+    bad_seed = fns["new_game"]("flight_crisis", 3, -1, False)
+    assert bad_seed[2] == "" and "seed" in bad_seed[4]  # the message slot, not the header

@@ -34,7 +34,7 @@ from lifestack.actions import ACTION_TYPES
 from lifestack.env import LifeStackEnv
 from lifestack.episodes import MAX_HORIZON, Episode
 from lifestack.scoring import parse_completion
-from lifestack.metrics import DOMAIN_NAMES, INVERTED_METRICS, goodness
+from lifestack.metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, goodness
 from lifestack.policies import HONEST, worst_metrics
 from lifestack.prompts import ANSWER_SCHEMA, build_prompt, fmt_number, strip_metadata
 from lifestack.scenarios import sample_scenario
@@ -206,11 +206,13 @@ def model_messages(ep: Episode, context: str) -> list[dict[str, str]]:
     return decision_prompt(ep) if context == "fresh" else [dict(m) for m in ep.messages]
 
 
-def play_turn(ep: Episode, completion: str, scorer: Scorer) -> TurnView:
-    """Step ``completion`` through the episode and score it; the turn as the page shows it."""
+def play_turn(ep: Episode, completion: str, scorer: Scorer, read: Sequence[Mapping[str, str]] | None = None) -> TurnView:
+    """Step ``completion`` through the episode and score it; the turn as the page shows it.
+    ``read``: the messages the player answered (``model_messages``), whose last one the page
+    shows as what it read; by default the current state as a fresh prompt."""
     with WORLD_LOCK:
         before = situation(ep.env)
-        seen = strip_metadata(decision_prompt(ep)[-1]["content"]).strip()
+        seen = strip_metadata((read or decision_prompt(ep))[-1]["content"]).strip()
         turn = ep.step(completion)
         rewards = scorer.vector(turn.completion, turn.prompt)  # the state the turn answered (its metadata)
         parsed, _reason = parse_completion(completion)
@@ -324,6 +326,21 @@ def parse_changes(text: str) -> Any:
         key, value = (m.group(1), m.group(2)) if m else (line, "")
         out[key] = _number_or_text(value)
     return out
+
+
+def form_problem(changes: str) -> str | None:
+    """Why the form's metric changes cannot be what the person meant, before any turn is
+    played: a name that is no ``domain.metric`` (a misspelling, a missing colon, a decimal
+    comma such as ``1,5`` read as two entries). None when every name is a metric; the
+    values are left to the action parser."""
+    parsed = parse_changes(changes)
+    if not isinstance(parsed, dict):
+        return None  # not an object: the parser's own message says so
+    unknown = [k for k in parsed if k not in METRIC_PATHS]
+    if not unknown:
+        return None
+    return (f"unknown metric {unknown[0]!r} in the metric changes: write one 'domain.metric: delta' per line, "
+            f"e.g. 'mental_wellbeing.stress_level: -5' (a decimal point, not a comma)")
 
 
 def form_action(action_type: Any, target_domain: Any, route: Any, changes: str, time_cost: Any, money: Any,

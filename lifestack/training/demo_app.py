@@ -19,7 +19,8 @@ from lifestack.training import demo as D
 STREAM_EVERY = 0.2  # seconds between the page updates of a model's answer while it generates
 INTRO = ("Pick a task family, a difficulty and a seed, then watch a player resolve the episode turn by turn: the "
          "state it saw, its JSON answer, what the environment made of it, the task reward with its parts and the six "
-         "GRPO rewards. The heuristic plays the same episode on the right. Rewards lie in [-1, 1].")
+         "GRPO rewards. The heuristic plays the same episode on the right. Each reward lies in [-1, 1]; "
+         "a turn's weighted total is their sum with the weights shown.")
 
 
 def _gradio():
@@ -74,14 +75,14 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                 ep = D.new_episode(family_, int(difficulty_), seed_)
                 while not ep.done:
                     started, shown, text = time.monotonic(), 0.0, ""
-                    for text, finished in D.stream_completion(model, tokenizer, D.model_messages(ep, context),
-                                                              max_new_tokens):
+                    read = D.model_messages(ep, context)
+                    for text, finished in D.stream_completion(model, tokenizer, read, max_new_tokens):
                         if not finished and time.monotonic() - shown >= STREAM_EVERY:
                             shown = time.monotonic()
                             pending = D.pending_html(len(views) + 1, text, started)
                             yield seed_, header, gr.update(), D.episode_html(title, views, weights, pending=pending), \
                                 right
-                    views.append(D.play_turn(ep, text, scorer))
+                    views.append(D.play_turn(ep, text, scorer, read))
                     yield seed_, header, gr.update(), D.episode_html(title, views, weights), right
             else:
                 ep = start
@@ -100,21 +101,25 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
             seed_ = D.resolve_seed(seed_, random_seed)
             game = D.HumanGame.start(family_, int(difficulty_), seed_)
         except (TypeError, ValueError) as exc:
-            return None, gr.update(), D.message_html(str(exc)), "", "", "", gr.update()
+            return None, gr.update(), "", "", D.message_html(str(exc)), "", gr.update(), gr.update(), gr.update()
         routes = ["(none)"] + [r.id for r in game.episode.task.viable_routes]
         return (game, seed_, D.scenario_html(game.episode, family_), D.situation_html(D.situation(game.episode.env)),
                 D.message_html("Your turn: fill the form (or write the JSON) and play it.", "info-box"), "",
-                gr.update(choices=routes, value="(none)"))
+                gr.update(choices=routes, value="(none)"), gr.update(interactive=True), gr.update(interactive=True))
 
     def play(game, text):
+        # (game, state, message, history, and whether the two play buttons stay enabled)
+        same = gr.update()
         if game is None:
-            return game, gr.update(), D.message_html("start an episode first (New episode)"), gr.update()
+            return game, same, D.message_html("start an episode first (New episode)"), same, same, same
+        if game.episode.done:  # the buttons are off by now; a late click keeps the summary
+            return game, same, same, same, gr.update(interactive=False), gr.update(interactive=False)
         try:
             view, reason = game.answer(text, scorer)
         except Exception as exc:  # a page shows a message, never a traceback
-            return game, gr.update(), D.message_html(f"something went wrong: {type(exc).__name__}: {exc}"), gr.update()
+            return game, same, D.message_html(f"something went wrong: {type(exc).__name__}: {exc}"), same, same, same
         if view is None:
-            return game, gr.update(), D.message_html(f"not a valid action: {reason}"), gr.update()
+            return game, same, D.message_html(f"not a valid action: {reason}"), same, same, same
         ep = game.episode
         if ep.done:
             done = D.summary(ep, "you")
@@ -125,9 +130,14 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                                  f"turn.", "info-box")
             state = D.situation_html(D.situation(ep.env))
         history = "".join(D.turn_html(v, weights, show_state=False) for v in reversed(game.turns))
-        return game, state, msg, history
+        buttons = gr.update(interactive=not ep.done)
+        return game, state, msg, history, buttons, buttons
 
     def play_form(game, action_type, domain, route, changes, hours, money, energy, reasoning):
+        problem = D.form_problem(changes)
+        if problem is not None and game is not None and not game.episode.done:  # a typo costs no turn
+            same = gr.update()
+            return game, same, D.message_html(f"not a valid action: {problem}"), same, same, same
         return play(game, D.form_action(action_type, domain, route, changes, hours, money, energy, reasoning))
 
     # -- the page -------------------------------------------------------------------------
@@ -189,9 +199,9 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                         j_go = gr.Button("Play this answer", elem_id="ls-json-play")
             h_message = gr.HTML(elem_id="ls-human-message")
             h_history = gr.HTML(elem_id="ls-human-turns")
-            new_outputs = [game, h_seed, h_header, h_state, h_message, h_history, f_route]
+            new_outputs = [game, h_seed, h_header, h_state, h_message, h_history, f_route, f_go, j_go]
             h_new.click(new_game, [h_family, h_difficulty, h_seed, h_random], new_outputs)
-            turn_outputs = [game, h_state, h_message, h_history]
+            turn_outputs = [game, h_state, h_message, h_history, f_go, j_go]
             f_go.click(play_form, [game, f_type, f_domain, f_route, f_changes, f_time, f_money, f_energy, f_reasoning],
                        turn_outputs)
             j_go.click(play, [game, j_text], turn_outputs)
