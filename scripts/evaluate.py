@@ -76,7 +76,7 @@ def load(name: str, device: str | None = None):
     # bf16 but only emulates it), fp16 on older GPUs, fp32 on a CPU
     cuda = device.startswith("cuda")
     dtype = torch_dtype(choose_precision(tuple(torch.cuda.get_device_capability(device)) if cuda else None))
-    adapter = path.is_dir() and is_adapter(path)
+    adapter = is_adapter(path)
     try:  # the tokenizer first: a model without a chat template is refused before its weights load
         base = None
         if adapter:

@@ -33,7 +33,7 @@ from lifestack.prompts import ANSWER_SCHEMA, strip_metadata  # noqa: E402
 from lifestack.scenarios import sample_scenario  # noqa: E402
 from lifestack.training import episode_play as M  # noqa: E402
 
-FAMILIES = ("flight_crisis", "code_merge_crisis")
+FAMILIES = M.FAMILIES
 RULE = "-" * 78
 
 

@@ -36,8 +36,9 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from lifestack.generator import DOMAINS as FAMILIES  # noqa: E402  (the task families)
+
 QWEN25_POSITIONS = 32768  # Qwen2.5-1.5B-Instruct's max_position_embeddings
-FAMILIES = ("flight_crisis", "code_merge_crisis")
 
 
 def defaults() -> dict:

@@ -32,6 +32,7 @@ from typing import Any, Callable, ContextManager, Iterator, Mapping, Sequence
 
 from lifestack.actions import ACTION_TYPES
 from lifestack.env import LifeStackEnv
+from lifestack.generator import DOMAINS
 from lifestack.episodes import MAX_HORIZON, Episode
 from lifestack.scoring import parse_completion
 from lifestack.metrics import DOMAIN_NAMES, INVERTED_METRICS, METRIC_PATHS, goodness
@@ -41,7 +42,7 @@ from lifestack.scenarios import sample_scenario
 from lifestack.training.grpo_rewards import REWARD_NAMES, reward_vector
 from lifestack.value import episode_reward
 
-FAMILIES = ("flight_crisis", "code_merge_crisis")
+FAMILIES = DOMAINS  # the task families, in the generator's order
 REFERENCE_PLAYERS = ("heuristic", "rollout", "oracle", "random")  # lifestack.policies.HONEST names
 COMPARISON_PLAYER = "heuristic"  # what plays the same episode beside the chosen player
 MODEL_PLAYER = "model"

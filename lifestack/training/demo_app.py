@@ -107,13 +107,16 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                 D.message_html("Your turn: fill the form (or write the JSON) and play it.", "info-box"), "",
                 gr.update(choices=routes, value="(none)"), gr.update(interactive=True), gr.update(interactive=True))
 
-    def play(game, text):
-        # (game, state, message, history, and whether the two play buttons stay enabled)
+    def play(game, text, problem=None):
+        # (game, state, message, history, and whether the two play buttons stay enabled);
+        # ``problem``: why the form cannot be played, found before the parser (a typo costs no turn)
         same = gr.update()
         if game is None:
             return game, same, D.message_html("start an episode first (New episode)"), same, same, same
         if game.episode.done:  # the buttons are off by now; a late click keeps the summary
             return game, same, same, same, gr.update(interactive=False), gr.update(interactive=False)
+        if problem is not None:
+            return game, same, D.message_html(f"not a valid action: {problem}"), same, same, same
         try:
             view, reason = game.answer(text, scorer)
         except Exception as exc:  # a page shows a message, never a traceback
@@ -134,11 +137,8 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
         return game, state, msg, history, buttons, buttons
 
     def play_form(game, action_type, domain, route, changes, hours, money, energy, reasoning):
-        problem = D.form_problem(changes)
-        if problem is not None and game is not None and not game.episode.done:  # a typo costs no turn
-            same = gr.update()
-            return game, same, D.message_html(f"not a valid action: {problem}"), same, same, same
-        return play(game, D.form_action(action_type, domain, route, changes, hours, money, energy, reasoning))
+        return play(game, D.form_action(action_type, domain, route, changes, hours, money, energy, reasoning),
+                    D.form_problem(changes))
 
     # -- the page -------------------------------------------------------------------------
     with gr.Blocks(title="LifeStack demo", analytics_enabled=False) as app:

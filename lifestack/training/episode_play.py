@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from lifestack.env import LifeStackEnv
+from lifestack.generator import DOMAINS
 from lifestack.episodes import Episode
 from lifestack.policies import heuristic, oracle, random_valid
 from lifestack.prompts import build_prompt, prompt_text
@@ -33,7 +34,7 @@ from lifestack.scenarios import Scenario, at_crisis, sample_scenario
 from lifestack.training.grpo_rewards import EVALUATOR
 from lifestack.value import episode_outcome, episode_reward
 
-FAMILIES = ("flight_crisis", "code_merge_crisis")
+FAMILIES = DOMAINS  # the task families, in the generator's order
 REFERENCES = {"random": random_valid, "heuristic": heuristic, "oracle": oracle}  # oracle: the strongest
 Answer = Callable[[list[Any]], list[str]]  # live episodes -> one answer text each
 

@@ -20,7 +20,7 @@ from lifestack.training.context import RunContext
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
-from lifestack.training.episode_play import Played, model_player, play_episodes
+from lifestack.training.episode_play import FAMILIES, Played, model_player, play_episodes
 from lifestack.training.models import is_saved_model, load_model, unwrap
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
@@ -152,8 +152,7 @@ def evaluation_starts(n: int, seed: int) -> list[Scenario]:
     """The final evaluation's ``n`` starts: difficulty rising 1 -> 5, task families
     alternating, each at the crisis itself (the state ``LifeStackEnv.reset`` builds, not
     the scenario's roll-forward)."""
-    return [at_crisis(sample_scenario(seed + i, 1 + (i * 5) // n, ("flight_crisis", "code_merge_crisis")[i % 2]))
-            for i in range(n)]
+    return [at_crisis(sample_scenario(seed + i, 1 + (i * 5) // n, FAMILIES[i % 2])) for i in range(n)]
 
 
 def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
