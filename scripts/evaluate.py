@@ -6,6 +6,7 @@
     python scripts/evaluate.py --model lifestack_model --compare lifestack_model/stage_0   # paired
     python scripts/evaluate.py --model Qwen/Qwen2.5-1.5B-Instruct      # a hub id (downloads)
     python scripts/evaluate.py --model lifestack_model --json eval.json --plot eval.png --push user/repo
+    python scripts/evaluate.py --from-json seed_42.json seed_7.json seed_1.json   # several runs, pooled
 
 Plays seeded closed-loop episodes (``lifestack.training.episode_play``) with any causal LM
 that has a chat template: a trained ``OUTPUT_DIR``, a ``stage_N`` folder, a LoRA adapter
@@ -16,6 +17,12 @@ table per difficulty: success rate, episode task reward, step reward per decisio
 valid-JSON rate and regret against the oracle, each with a 95 % bootstrap interval over
 episodes; ``--compare`` adds a second model and the paired difference. Writes JSON and a
 PNG when asked; ``--push REPO`` appends the table to that hub repo's model card.
+
+``--from-json`` pools the saved JSON of several evaluations (one per training seed, say)
+without playing anything: each file's ``--model`` rows become "model", its ``--compare``
+rows "compare", the references keep their names; the paired difference counts each start
+once, with the mean of its differences over the files, so its interval is over starts.
+The files must agree on the horizon and on ``--from-crisis``.
 
 A bad argument (an unknown path, a folder without a model, a model without a chat
 template) is one line on stderr and exit status 2.
@@ -137,9 +144,87 @@ def plot(results: dict, path: str) -> None:
     plt.close(fig)
 
 
+def pool_saved(docs: list[tuple[str, object]]) -> tuple[dict[str, list[M.Played]], dict | None, dict]:
+    """Several evaluations' saved JSON (name, parsed document), pooled: the episodes per
+    player ("model", "compare" when every file has one, and each reference every file
+    has), the paired "compare" minus "model" (``M.paired``: each start once), and the
+    settings the files share. A file that is not an evaluation's JSON, or that disagrees
+    with the first on the horizon or on ``from_crisis``, is a ``UsageError``."""
+    rows: dict[str, list[M.Played]] = {}
+    pairs: tuple[list[M.Played], list[M.Played]] = ([], [])
+    settings: dict = {}
+    all_compare = all(isinstance(doc, dict) and doc.get("compare") for _name, doc in docs)
+    for name, doc in docs:
+        try:
+            if not isinstance(doc, dict) or not isinstance(doc.get("episodes"), dict) or doc.get("model") not in doc["episodes"]:
+                raise ValueError("not the JSON of scripts/evaluate.py --json (no episodes of its --model)")
+            shared = {"horizon": doc.get("horizon"), "from_crisis": doc.get("from_crisis")}
+            if settings and shared != settings:
+                raise ValueError(f"horizon {shared['horizon']}, from_crisis {shared['from_crisis']}, while the first "
+                                 f"file has horizon {settings['horizon']}, from_crisis {settings['from_crisis']}")
+            settings = shared
+            played = {who: [M.Played.from_dict(r) for r in (eps if isinstance(eps, list) else [None])]
+                      for who, eps in doc["episodes"].items()}
+            roles = {"model": doc["model"], **({"compare": doc["compare"]} if all_compare else {})}
+            if all_compare and len(played[roles["compare"]]) != len(played[roles["model"]]):
+                raise ValueError("its --model and --compare rows are not the same episodes")
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UsageError(f"--from-json {name}: {exc}") from None
+        for role, who in roles.items():
+            rows.setdefault(role, []).extend(played[who])
+        for who, eps in played.items():
+            if who not in roles.values() and who in M.REFERENCES:
+                rows.setdefault(who, []).extend(eps)
+        if all_compare:
+            pairs[0].extend(played[roles["model"]])
+            pairs[1].extend(played[roles["compare"]])
+    references = [r for r in M.REFERENCES if all(r in doc["episodes"] for _n, doc in docs)]
+    rows = {k: v for k, v in rows.items() if k in ("model", "compare") or k in references}
+    try:
+        paired = M.paired(*pairs) if all_compare else None
+    except ValueError as exc:
+        raise UsageError(f"--from-json: {exc}") from None
+    return rows, paired, settings
+
+
+def report_saved(paths: list[str], json_out: str | None, plot_out: str | None) -> int:
+    """``--from-json``: the pooled table, and the pooled paired difference when every file
+    compared two models."""
+    docs = []
+    try:
+        for path in paths:
+            try:
+                docs.append((path, json.loads(Path(path).read_text(encoding="utf-8"))))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise UsageError(f"--from-json {path}: {exc}") from None
+        rows, paired, settings = pool_saved(docs)
+    except UsageError as exc:
+        print(f"evaluate: {exc}", file=sys.stderr)
+        return 2
+    print(f"[evaluate] {len(paths)} evaluations pooled (horizon {settings['horizon']}, "
+          f"{'from the crisis' if settings['from_crisis'] else 'scenario states'}); intervals over all their episodes")
+    for path, doc in docs:
+        print(f"  {path}: model = {doc['model']}" + (f", compare = {doc['compare']}" if paired else ""))
+    results = {name: M.by_difficulty(eps) for name, eps in rows.items()}
+    print(M.format_table(results))
+    if paired:
+        d, w = paired["episode_reward"], paired["success"]
+        print(f"\ncompare minus model, paired over {d['starts']} starts (each start's mean over the files): episode "
+              f"reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), success {w['mean']:+.1%} "
+              f"(95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+    if json_out:
+        Path(json_out).write_text(json.dumps({"from_json": paths, **settings, "results": results, "paired": paired},
+                                             indent=2))
+        print(f"[evaluate] results: {json_out}")
+    if plot_out:
+        plot(results, plot_out)
+        print(f"[evaluate] plot: {plot_out}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="a model folder, stage folder, LoRA adapter folder or hub id")
+    parser.add_argument("--model", help="a model folder, stage folder, LoRA adapter folder or hub id")
     parser.add_argument("--compare", default=None, metavar="MODEL2", help="a second model, on the same episodes")
     parser.add_argument("--episodes", type=int, default=10, help="episodes per difficulty (default 10)")
     parser.add_argument("--difficulties", default="1-5", help="e.g. 1-5, 3 or 1,3,5 (default 1-5)")
@@ -158,7 +243,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", default=None, help="write a PNG here")
     parser.add_argument("--push", default=None, metavar="REPO", help="append the table to this hub repo's model card")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--from-json", nargs="+", default=None, metavar="FILE",
+                        help="pool these saved evaluations (--json files) instead of playing; takes --json and --plot")
     args = parser.parse_args(argv)
+    if args.from_json:
+        if args.model or args.compare or args.push:
+            parser.error("--from-json plays nothing: it takes no --model, --compare or --push")
+        return report_saved(args.from_json, args.json, args.plot)
+    if not args.model:
+        parser.error("--model is required (or --from-json to pool saved evaluations)")
     try:
         difficulties = M.parse_difficulties(args.difficulties)
         if not 1 <= args.episodes <= 10_000:

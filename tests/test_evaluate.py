@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -98,3 +100,82 @@ def test_bad_models_are_one_line_and_exit_2(tiny, tmp_path, capsys):
     for argv, why in ((["--difficulties", "0-9"], "1..5"), (["--episodes", "0"], "--episodes"), (["--horizon", "9"], "--horizon")):
         assert E.main(["--model", str(tiny), *argv]) == 2
         assert why in capsys.readouterr().err
+
+
+def saved_evaluation(path: Path, starts_seed: int, policy_seed: int, **override) -> Path:
+    """An evaluation's JSON as ``evaluate.py --json`` writes it, played by the references:
+    random as the "--model", the heuristic as the "--compare"."""
+    starts = M.episode_starts(2, [1, 3], seed=starts_seed)
+    played = {name: M.play_episodes(M.policy_player(M.REFERENCES[name], policy_seed), starts)
+              for name in ("random", "heuristic", "oracle")}
+    doc = {"model": "random", "compare": "heuristic", "horizon": 1, "from_crisis": False,
+           "episodes": {name: [p.to_dict() for p in rows] for name, rows in played.items()}, **override}
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def test_saved_evaluations_pool_with_each_start_counted_once(tmp_path, capsys):
+    a = saved_evaluation(tmp_path / "a.json", starts_seed=5, policy_seed=1)
+    b = saved_evaluation(tmp_path / "b.json", starts_seed=5, policy_seed=2)  # the same starts, other random draws
+    c = saved_evaluation(tmp_path / "c.json", starts_seed=9, policy_seed=1)  # other starts
+    docs = {p: json.loads(p.read_text()) for p in (a, b, c)}
+
+    def diffs(doc, key):
+        return [(h["seed"], h["difficulty"], float(h[key] == "success") - float(r[key] == "success") if key == "outcome"
+                 else h[key] - r[key]) for r, h in zip(doc["episodes"]["random"], doc["episodes"]["heuristic"])]
+
+    one = E.pool_saved([("a", docs[a])])[1]
+    assert one["episode_reward"]["mean"] == pytest.approx(sum(d for *_k, d in diffs(docs[a], "episode_reward")) / 4)
+    rows, same, shared = E.pool_saved([("a", docs[a]), ("b", docs[b])])
+    # the --model and --compare rows become "model" and "compare"; the other reference keeps its name
+    assert shared == {"horizon": 1, "from_crisis": False} and len(rows["model"]) == 8
+    assert set(rows) == {"model", "compare", "oracle"}
+    per_start = [(x + y) / 2 for (*_k, x), (*_j, y) in zip(diffs(docs[a], "outcome"), diffs(docs[b], "outcome"))]
+    assert same["success"]["starts"] == 4 and same["success"]["mean"] == pytest.approx(sum(per_start) / 4)
+    other = E.pool_saved([("a", docs[a]), ("c", docs[c])])[1]
+    assert other["episode_reward"]["starts"] == 8
+
+    out = tmp_path / "pooled.json"
+    assert E.main(["--from-json", str(a), str(b), str(c), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "3 evaluations pooled" in printed and "paired over 8 starts" in printed and "| compare |" in printed
+    assert json.loads(out.read_text())["paired"]["success"]["starts"] == 8
+
+
+def test_saved_evaluations_that_do_not_pool_are_one_line_and_exit_2(tmp_path, capsys):
+    good = saved_evaluation(tmp_path / "good.json", 5, 1)
+    doc = json.loads(good.read_text())
+    bad = {"horizon": saved_evaluation(tmp_path / "h.json", 5, 1, horizon=3),
+           "crisis": saved_evaluation(tmp_path / "x.json", 5, 1, from_crisis=True),
+           "missing": tmp_path / "nowhere.json", "text": tmp_path / "t.json", "model": tmp_path / "m.json",
+           "nan": tmp_path / "nan.json", "bool": tmp_path / "bool.json", "short": tmp_path / "short.json"}
+    bad["text"].write_text("not json")
+    bad["model"].write_text(json.dumps({**doc, "model": ["a"]}))
+    bad["nan"].write_text(json.dumps({**doc, "episodes": {**doc["episodes"], "random": [
+        {**doc["episodes"]["random"][0], "episode_reward": float("nan")}, *doc["episodes"]["random"][1:]]}}))
+    bad["bool"].write_text(json.dumps({**doc, "episodes": {**doc["episodes"], "random": [
+        {**r, "seed": True} for r in doc["episodes"]["random"]]}}))
+    bad["short"].write_text(json.dumps({**doc, "episodes": {**doc["episodes"], "random": doc["episodes"]["random"][1:]}}))
+    for why, path in bad.items():
+        assert E.main(["--from-json", str(good), str(path)]) == 2, why
+        err = capsys.readouterr().err
+        assert err.startswith("evaluate: --from-json") and err.count("\n") == 1, (why, err)
+    with pytest.raises(SystemExit):
+        E.main(["--from-json", str(good), "--model", "x"])
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+       st.sampled_from(M.Played.SAVED))
+@settings(max_examples=200, deadline=None)
+def test_a_saved_episode_row_is_read_back_or_refused(value, field):
+    """Whatever a file holds in a row (or in one of its fields), reading it gives a Played
+    with finite numbers or a ValueError, never another exception."""
+    row = M.Played(start=0, difficulty=1, seed=3, rewards=[0.5], valid=[True], decision=[0.1], regret=[0.0],
+                   outcome="success", episode_reward=0.4).to_dict()
+    for candidate in (value, {**row, field: value}):
+        try:
+            p = M.Played.from_dict(candidate)
+        except ValueError:
+            continue
+        assert all(isinstance(x, (int, float)) for x in (p.episode_reward, *p.rewards, *p.decision, *p.regret))

@@ -9,6 +9,7 @@ import json
 import random
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -200,8 +201,17 @@ def test_a_models_answer_streams_and_ends_as_greedy_generation(tiny_model_dir, s
     messages = D.model_messages(ep, "fresh")
     want = generate_completions(model, tok, [messages], 12)[0]
     tok.padding_side = "right"  # the demo asks for left padding itself
-    items = list(D.stream_completion(model, tok, messages, 12))
+    lock, held = threading.Lock(), []
+    original = model.generate
+
+    def generate(*args, **kwargs):
+        held.append(lock.locked())
+        return original(*args, **kwargs)
+
+    model.generate = generate
+    items = list(D.stream_completion(model, tok, messages, 12, lock))
     assert items[-1] == (want, True) and all(not done for _text, done in items[:-1])
+    assert held == [True] and not lock.locked()  # held for the generate call, released after it
     view = D.play_turn(ep, items[-1][0], scorer)
     assert view.number == 1 and set(view.rewards) == set(REWARD_NAMES)
     assert D.model_messages(ep, "conversation")[-1]["role"] == "user" or ep.done
@@ -279,3 +289,53 @@ def test_the_play_buttons_turn_off_when_the_episode_ends_and_a_typo_costs_no_tur
     assert late[2] == {"__type__": "update"} and late[4]["interactive"] is False
     bad_seed = fns["new_game"]("flight_crisis", 3, -1, False)
     assert bad_seed[2] == "" and "seed" in bad_seed[4]  # the message slot, not the header
+
+
+def test_visitors_share_the_model_one_answer_at_a_time_and_a_reference_episode_never_waits(tiny_model_dir, scorer):
+    """Two model episodes at once take turns on the model (one generate call at a time);
+    a reference policy's episode plays to its end while a model answer is in progress."""
+    pytest.importorskip("gradio")
+    from evaluate import load
+    from lifestack.training.demo_app import build_app
+
+    model, tok = load(str(tiny_model_dir), device="cpu")
+    original, count = model.generate, threading.Lock()
+    inside, most = [0], [0]
+    first_in, second_in, release = threading.Event(), threading.Event(), threading.Event()
+
+    def generate(*args, **kwargs):
+        with count:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+            (second_in if first_in.is_set() else first_in).set()
+        release.wait()  # the first answer stays in progress until the test lets it go
+        try:
+            return original(*args, **kwargs)
+        finally:
+            with count:
+                inside[0] -= 1
+
+    model.generate = generate
+    app = build_app(scorer, model, tok, max_new_tokens=8)
+    events = {f.fn.__name__: f for f in app.fns.values() if f.fn is not None}
+    assert events["watch"].concurrency_limit != 1  # the page's queue runs several episodes at once
+    outputs: dict[str, list] = {}
+
+    def watch(name: str, player: str, seed: int) -> None:
+        outputs[name] = list(events["watch"].fn(player, "flight_crisis", 1, seed, False, "fresh"))
+
+    visitors = [threading.Thread(target=watch, args=(f"model {i}", D.MODEL_PLAYER, 7 + i), daemon=True)
+                for i in range(2)]
+    for visitor in visitors:
+        visitor.start()
+    assert first_in.wait(120)
+    watch("heuristic", "heuristic", 7)  # here, while a model answer is held in generate
+    assert "ls-comparison" in outputs["heuristic"][-1][2]
+    # the other model episode waits for the lock, not inside generate (a broken lock lets it in at once)
+    assert not second_in.wait(2.0) and inside[0] == 1
+    release.set()
+    for visitor in visitors:
+        visitor.join(300)
+    assert not any(v.is_alive() for v in visitors) and most[0] == 1
+    for i in range(2):
+        assert "ls-comparison" in outputs[f"model {i}"][-1][2]

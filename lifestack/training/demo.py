@@ -254,12 +254,19 @@ def play_policy(name: str, family: str, difficulty: int, seed: int, scorer: Scor
         yield ep, play_turn(ep, text, scorer)
 
 
-def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_tokens: int) -> Iterator[tuple[str, bool]]:
+def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_tokens: int,
+                      lock: threading.Lock | None = None) -> Iterator[tuple[str, bool]]:
     """A greedy answer of ``model`` to ``messages``, as ``(text so far, finished)`` while it
     generates; the last item holds the whole answer (the generated tokens decoded as
     ``lifestack.training.generation.generate_completions`` decodes them). Padded on the
     left by ``lifestack.rollout.left_padded`` and generated in generation mode
-    (``lifestack.training.generation.generation_mode``), as every generate call is."""
+    (``lifestack.training.generation.generation_mode``), as every generate call is.
+
+    ``lock``: held by the generating thread for the whole ``generate`` call, so the page's
+    visitors share one model one answer at a time while everything else (a reference
+    policy's episode, a person's turn) runs beside it. The worker thread holds it, not this
+    generator: a visitor who leaves mid-answer closes the generator, but the generation
+    goes on to its end and the next one waits for it."""
     import torch
     from transformers import TextIteratorStreamer
 
@@ -275,7 +282,8 @@ def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_
 
     def generate() -> None:
         try:
-            with torch.no_grad():
+            with lock or contextlib.nullcontext(), torch.no_grad():
+                generation_mode(model)  # the page only generates: the model stays in generation mode
                 result["ids"] = model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=max_new_tokens,
                                                do_sample=False, streamer=streamer, pad_token_id=pad,
                                                eos_token_id=tokenizer.eos_token_id)
@@ -283,7 +291,6 @@ def stream_completion(model, tokenizer, messages: list[dict[str, str]], max_new_
             result["error"] = exc
             streamer.end()
 
-    generation_mode(model)  # the page only generates: the model stays in generation mode
     worker = threading.Thread(target=generate, name="demo-generate", daemon=True)
     worker.start()
     so_far = ""

@@ -10,6 +10,7 @@ nothing here reaches the network: no analytics, no share link.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,8 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
         raise ValueError(f"player must be one of {', '.join(players)}, got {default_player!r}")
     model_label = f"model ({model_name})" if model_name else D.MODEL_PLAYER
     weights = dict(scorer.weights)
+    # One answer at a time from the one model; a reference episode or a person's turn never waits for it.
+    generating = threading.Lock()
 
     def label(player: str) -> str:
         return model_label if player == D.MODEL_PLAYER else player
@@ -76,7 +79,7 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                 while not ep.done:
                     started, shown, text = time.monotonic(), 0.0, ""
                     read = D.model_messages(ep, context)
-                    for text, finished in D.stream_completion(model, tokenizer, read, max_new_tokens):
+                    for text, finished in D.stream_completion(model, tokenizer, read, max_new_tokens, generating):
                         if not finished and time.monotonic() - shown >= STREAM_EVERY:
                             shown = time.monotonic()
                             pending = D.pending_html(len(views) + 1, text, started)
@@ -163,7 +166,7 @@ def build_app(scorer: D.Scorer, model: Any = None, tokenizer: Any = None, model_
                 w_left = gr.HTML(elem_id="ls-watch-player")
                 w_right = gr.HTML(elem_id="ls-watch-reference")
             w_go.click(watch, [w_player, w_family, w_difficulty, w_seed, w_random, w_context],
-                       [w_seed, w_header, w_compare, w_left, w_right], concurrency_limit=1)
+                       [w_seed, w_header, w_compare, w_left, w_right])
 
         with gr.Tab("Play it yourself", id="human"):
             game = gr.State(None)

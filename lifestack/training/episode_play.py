@@ -20,6 +20,7 @@ the context), up to ``horizon`` turns.
 
 from __future__ import annotations
 
+import math
 import random
 import statistics
 from dataclasses import dataclass, field
@@ -56,9 +57,29 @@ class Played:
     route_statuses: list[str] = field(default_factory=list)  # per decision: the env's route_status, or "invalid"
     episode: Any = None  # horizon > 1: the played lifestack.episodes.Episode
 
+    SAVED = ("start", "difficulty", "seed", "rewards", "valid", "decision", "regret", "outcome", "episode_reward")
+
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("start", "difficulty", "seed", "rewards", "valid", "decision", "regret",
-                                              "outcome", "episode_reward")}
+        return {k: getattr(self, k) for k in self.SAVED}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Played:
+        """The inverse of :meth:`to_dict`, for an evaluation's saved JSON (``evaluate.py
+        --from-json``). A row missing a field, or holding one of the wrong kind, is a
+        ``ValueError``."""
+        if not isinstance(d, dict) or any(k not in d for k in cls.SAVED):
+            raise ValueError(f"an episode row needs the fields {', '.join(cls.SAVED)}")
+
+        def number(x: Any) -> bool:
+            return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+        if not (all(isinstance(d[k], int) and not isinstance(d[k], bool) for k in ("start", "difficulty", "seed"))
+                and number(d["episode_reward"]) and isinstance(d["outcome"], str)
+                and all(isinstance(d[k], list) for k in ("rewards", "valid", "decision", "regret"))
+                and all(number(x) for k in ("rewards", "decision", "regret") for x in d[k])
+                and all(isinstance(v, bool) for v in d["valid"])):
+            raise ValueError("an episode row holds a field of the wrong kind (numbers must be finite)")
+        return cls(**{k: d[k] for k in cls.SAVED})
 
 
 def episode_starts(episodes_per_difficulty: int, difficulties: Sequence[int], seed: int,
@@ -246,11 +267,22 @@ def by_difficulty(played: Sequence[Played]) -> dict[str, dict[str, dict[str, Any
 
 
 def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]]:
-    """``b - a`` over the same starts: episode reward and success, with 95 % intervals."""
+    """``b - a`` over the same starts: episode reward and success, with 95 % intervals.
+
+    ``a[i]`` and ``b[i]`` are one start played by the two players. A start (its seed and
+    difficulty) that appears more than once, as when several runs' evaluations of the same
+    starts are pooled, counts once, with the mean of its differences: the interval is over
+    starts, as the learning check's is over prompts."""
     out = {}
     for key, get in (("episode_reward", lambda p: p.episode_reward), ("success", lambda p: float(p.outcome == "success"))):
-        diffs = [get(y) - get(x) for x, y in zip(a, b)]
-        out[key] = {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None}
+        by_start: dict[tuple[int, int], list[float]] = {}
+        for x, y in zip(a, b):
+            if (x.seed, x.difficulty) != (y.seed, y.difficulty):
+                raise ValueError("paired episodes must start from the same state (seed and difficulty)")
+            by_start.setdefault((x.seed, x.difficulty), []).append(get(y) - get(x))
+        diffs = [statistics.mean(v) for v in by_start.values()]
+        out[key] = {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None,
+                    "starts": len(diffs)}
     return out
 
 
