@@ -166,6 +166,8 @@ def pool_saved(docs: list[tuple[str, object]]) -> tuple[dict[str, list[M.Played]
             played = {who: [M.Played.from_dict(r) for r in (eps if isinstance(eps, list) else [None])]
                       for who, eps in doc["episodes"].items()}
             roles = {"model": doc["model"], **({"compare": doc["compare"]} if all_compare else {})}
+            if not played[roles["model"]]:
+                raise ValueError("its --model played no episodes")
             if all_compare and len(played[roles["compare"]]) != len(played[roles["model"]]):
                 raise ValueError("its --model and --compare rows are not the same episodes")
         except (ValueError, KeyError, TypeError) as exc:

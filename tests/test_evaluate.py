@@ -148,7 +148,9 @@ def test_saved_evaluations_that_do_not_pool_are_one_line_and_exit_2(tmp_path, ca
     bad = {"horizon": saved_evaluation(tmp_path / "h.json", 5, 1, horizon=3),
            "crisis": saved_evaluation(tmp_path / "x.json", 5, 1, from_crisis=True),
            "missing": tmp_path / "nowhere.json", "text": tmp_path / "t.json", "model": tmp_path / "m.json",
-           "nan": tmp_path / "nan.json", "bool": tmp_path / "bool.json", "short": tmp_path / "short.json"}
+           "nan": tmp_path / "nan.json", "bool": tmp_path / "bool.json", "short": tmp_path / "short.json",
+           "empty": tmp_path / "empty.json"}
+    bad["empty"].write_text(json.dumps({**doc, "episodes": {"random": [], "heuristic": []}}))
     bad["text"].write_text("not json")
     bad["model"].write_text(json.dumps({**doc, "model": ["a"]}))
     bad["nan"].write_text(json.dumps({**doc, "episodes": {**doc["episodes"], "random": [
