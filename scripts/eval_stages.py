@@ -9,7 +9,7 @@ N_EVAL_EPISODES greedy episodes (seed SEED + 20,000,000). One set is one draw: t
 script replays that evaluation (`run_episodes`, the same starts and scoring) for
 ``stage_0`` (GRPO's start), each ``stage_N`` and the final model, on ``--seeds``
 evaluation seeds (the trainer's own first, then 1,000 apart), and prints the mean
-reward per model and seed. Overrides after ``--`` are the trainer's ``--KEY=value``
+reward and the success rate (the share of episodes that end in success) per model and seed. Overrides after ``--`` are the trainer's ``--KEY=value``
 (give the ones the run was trained with, e.g. ``--DEVICE_PROFILE=cpu``).
 """
 
@@ -61,10 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[eval stages] {len(models)} models x {len(seeds)} seeds x {cfg['N_EVAL_EPISODES']} greedy episodes")
     for name, path in models:
         model, tok = load_model(cfg, path, banner=False, collective=False)
-        means = [statistics.mean(r["reward"] for r in run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s, T.RUN))
-                 for s in seeds]
-        print(f"{name}: mean {statistics.mean(means):+.3f} over seeds; per seed "
-              + ", ".join(f"{m:+.3f}" for m in means), flush=True)
+        rows = [run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s, T.RUN) for s in seeds]
+        means = [statistics.mean(r["reward"] for r in per_seed) for per_seed in rows]
+        wins = [statistics.mean(float(r["outcome"] == "success") for r in per_seed) for per_seed in rows]
+        print(f"{name}: mean {statistics.mean(means):+.3f}, success {statistics.mean(wins):.0%} over seeds; per seed "
+              + ", ".join(f"{m:+.3f} ({w:.0%})" for m, w in zip(means, wins)), flush=True)
         del model
     return 0
 

@@ -118,7 +118,8 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     episodes = read_jsonl(logs / "eval_episodes.jsonl")
     for name, model in (("stage_0", "base"), ("final", "trained")):
         mean = sum(e["reward"] for e in episodes if e["model"] == model) / 4
-        assert lines[name].split("per seed ")[1].split(",")[0] == f"{mean:+.3f}"
+        win = sum(e["outcome"] == "success" for e in episodes if e["model"] == model) / 4
+        assert lines[name].split("per seed ")[1].split(",")[0] == f"{mean:+.3f} ({win:.0%})"
 
 
 def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
