@@ -45,6 +45,29 @@ def test_reward_plot_has_no_threshold_and_says_what_it_compares(tmp_path, monkey
     assert "warm-started model" in titles[0] and PL.CPU_PLOT_NOTE in titles[0]
 
 
+def test_reward_plot_labels_success_and_draws_random_play_and_the_heuristic_per_difficulty(tmp_path, monkeypatch):
+    from matplotlib.axes import Axes
+
+    drawn, legends = [], []
+    real_hlines, real_legend = Axes.hlines, Axes.legend
+    monkeypatch.setattr(Axes, "hlines", lambda self, y, x0, x1, *a, **k: drawn.append((y, x0, x1, k.get("label")))
+                        or real_hlines(self, y, x0, x1, *a, **k))
+    monkeypatch.setattr(Axes, "legend", lambda self, *a, **k: legends.append(
+        [t.get_text() for t in real_legend(self, *a, **k).get_texts()]))
+    rows = [{"episode": i, "reward": 0.1 * i, "outcome": "success" if i == 0 else "running"} for i in range(4)]
+    refs = {"random": [{"difficulty": d, "reward": r, "outcome": "running"} for d, r in ((1, -0.2), (1, 0.0), (2, -0.4), (2, -0.6))],
+            "heuristic": [{"difficulty": d, "reward": 0.8, "outcome": "success"} for d in (1, 1, 2, 2)],
+            "oracle": [{"difficulty": d, "reward": 0.9, "outcome": "success"} for d in (1, 1, 2, 2)]}
+    PL.plot_reward_curve(rows, rows, tmp_path / "curve.png", "warm-started model (GRPO's start)", references=refs)
+    # one dashed step per difficulty, over that difficulty's episodes, at the policy's mean there
+    assert [(round(y, 3), x0, x1) for y, x0, x1, _ in drawn] == [(-0.1, -0.5, 1.5), (-0.5, 1.5, 3.5), (0.8, -0.5, 1.5),
+                                                                  (0.8, 1.5, 3.5)]
+    assert [label for *_, label in drawn] == ["random (mean per difficulty), success 0%", None,
+                                              "heuristic (mean per difficulty), success 100%", None]
+    assert "GRPO-trained (rolling mean, 10), success 25%" in legends[0] and not any("oracle" in t for t in legends[0])
+    assert PL.success_rate(rows) == 0.25 and PL.success_rate([]) is None
+
+
 
 def test_curriculum_plot_draws_the_threshold_on_the_held_out_reward(tmp_path, monkeypatch):
     lines = _hlines(monkeypatch)

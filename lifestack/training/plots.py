@@ -30,12 +30,30 @@ def _plot_title(ax, title: str, cpu: bool) -> None:
                  fontsize=10 if cpu else 12)
 
 
+def success_rate(rows: Sequence[dict]) -> float | None:
+    """The share of ``rows`` (final-evaluation episodes) whose outcome is a success."""
+    return sum(r.get("outcome") == "success" for r in rows) / len(rows) if rows else None
+
+
+def _with_success(label: str, rows: Sequence[dict]) -> str:
+    rate = success_rate(rows)
+    return label if rate is None or not any("outcome" in r for r in rows) else f"{label}, success {rate:.0%}"
+
+
+REFERENCE_LINES = (("random", "tab:red"), ("heuristic", "tab:green"))  # the floor, and the teacher of the CPU profile
+
+
 def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, start_label: str = "base model",
-                      cpu: bool = False, horizon: int = 1) -> None:
+                      cpu: bool = False, horizon: int = 1, references: dict[str, list[dict]] | None = None) -> None:
     """Per-episode mean task reward of the trained model and of the model GRPO started
-    from. No threshold here: ADVANCE_THRESHOLD applies to the held-out mean of the
-    curriculum's evaluation (grpo_curriculum.png), not to these episodes. ``horizon > 1``:
-    closed-loop conversations, scored as training aggregates them."""
+    from, each labelled with its closed-loop success rate. ``references``: the reference
+    policies' episodes on the same starts (``run_evaluation.reference_episodes``, in
+    episode order); random play and the heuristic are drawn as their mean reward per
+    difficulty (dashed), with their success rates, so the plot shows where the models sit
+    between the floor and the teacher. No threshold here: ADVANCE_THRESHOLD applies to
+    the held-out mean of the curriculum's evaluation (grpo_curriculum.png), not to these
+    episodes. ``horizon > 1``: closed-loop conversations, scored as training aggregates
+    them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -46,13 +64,21 @@ def plot_reward_curve(trained: list[dict], base: list[dict], path: str | Path, s
         xs = [r["episode"] for r in rows]
         ys = [r["reward"] for r in rows]
         ax.plot(xs, ys, "o", ms=3, alpha=0.45, color=colour, label=f"{label} (per episode)")
-        ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=f"{label} (rolling mean, 10)")
+        ax.plot(xs, rolling_mean(ys), "-", lw=2, color=colour, label=_with_success(f"{label} (rolling mean, 10)", rows))
+    for name, colour in REFERENCE_LINES:
+        rows = (references or {}).get(name) or []
+        label = _with_success(f"{name} (mean per difficulty)", rows)
+        for d in sorted({r["difficulty"] for r in rows}):
+            idx = [i for i, r in enumerate(rows) if r["difficulty"] == d]
+            mean = sum(rows[i]["reward"] for i in idx) / len(idx)
+            ax.hlines(mean, min(idx) - 0.5, max(idx) + 0.5, colors=colour, linestyles="--", lw=1.2, label=label)
+            label = None  # one legend entry per policy
     ax.set_xlabel("evaluation episode (difficulty rises 1 -> 5)")
     ax.set_ylabel("mean task reward per step of the episode" if horizon == 1 else
                   f"episode task reward (closed loop, <= {horizon} turns)")
     ax.set_ylim(-1.05, 1.05)
-    _plot_title(ax, f"LifeStack GRPO: trained vs {start_label}", cpu)
-    ax.legend(fontsize=8, loc="lower left")
+    _plot_title(ax, f"LifeStack GRPO: trained vs {start_label}, on the same closed-loop episodes", cpu)
+    ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -22,7 +22,7 @@ from lifestack.training.distributed import broadcast_object, is_main_process, lo
 from lifestack.training.generation import generate_completions
 from lifestack.training.episode_play import FAMILIES, Played, model_player, play_episodes
 from lifestack.training.models import is_saved_model, load_model, unwrap
-from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves
+from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves, success_rate
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
 from lifestack.training.run_state import RunPaths
 
@@ -186,7 +186,8 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
             for r in rows:
                 fh.write(json.dumps({"model": label, **r}) + "\n")
     cpu = cfg["_PROFILE"] == "cpu"
-    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"])
+    refs = reference_episodes(cfg["HORIZON"], n, seed, run)
+    plot_reward_curve(trained, base, cfg["PLOT_PATH"], start_label, cpu=cpu, horizon=cfg["HORIZON"], references=refs)
     curves = plot_training_curves(paths.train_history, cfg["CURVES_PATH"], cpu=cpu)
     curriculum = plot_curriculum(list(stages), cfg["CURRICULUM_PLOT_PATH"], cfg["ADVANCE_THRESHOLD"], cpu=cpu,
                                  retreat=cfg["RETREAT_THRESHOLD"])
@@ -197,10 +198,8 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
     }
     summary["start_model"] = start_label
     summary["episodes"] = n
-    won = lambda rows: sum(r.get("outcome") == "success" for r in rows) / n  # noqa: E731
-    summary["trained_success"], summary["base_success"] = won(trained), won(base)
-    refs = reference_episodes(cfg["HORIZON"], n, seed, run)
-    summary["references"] = {name: {"mean": sum(r["reward"] for r in rows) / n, "success": won(rows)}
+    summary["trained_success"], summary["base_success"] = success_rate(trained), success_rate(base)
+    summary["references"] = {name: {"mean": sum(r["reward"] for r in rows) / n, "success": success_rate(rows)}
                              for name, rows in refs.items()}
     log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
         f"reward (valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
