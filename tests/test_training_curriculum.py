@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import lifestack.training.curriculum as CU
 
@@ -80,3 +82,23 @@ def test_the_history_appends_one_line_per_logged_step_with_its_stage(tmp_path):
     rows = [json.loads(x) for x in path.read_text().splitlines()]
     assert [(r["stage"], r["difficulty"], r["step"]) for r in rows] == [(1, 1, 1), (2, 2, 2), (2, 2, 3)]
     assert CU.mean_or_none([None, "x"]) is None and CU.mean_or_none([1, 2, None]) == 1.5
+
+
+@given(st.floats(-1.0, 1.0), st.sampled_from([0.6, 0.55]))
+@settings(max_examples=300, deadline=None)
+def test_the_decision_its_reason_and_the_line_show_the_one_recorded_mean(mean, threshold):
+    """The curriculum decides on the mean the state records: the log line's held-out reward,
+    its task_success mean and the decision's reason print one number, and the move follows
+    from it (a mean of 0.59847 was +0.599 in the line and +0.598 in the reason)."""
+    decision = CU.curriculum_step([], 2, mean, threshold, 0.3)
+    result = {"mean_task_reward": mean, "reward_means": {"reward_task_success_fn": mean}, "valid_json_rate": 1.0}
+    record = CU.stage_record(1, 2, result, decision, [], 1, 1.0, 0.1)
+    shown = f"{record['mean_task_reward']:+.3f}"
+    assert CU.stage_line(record, threshold).count(shown) == 3
+    assert (decision[0] == "advance") == (record["mean_task_reward"] > threshold)
+
+
+def test_a_mean_just_under_the_threshold_reads_the_same_everywhere():
+    record = CU.stage_record(1, 2, {"mean_task_reward": 0.59847, "reward_means": {}, "valid_json_rate": 1.0},
+                             CU.curriculum_step([], 2, 0.59847, 0.6, 0.3), [], 1, 1.0, 0.1)
+    assert record["mean_task_reward"] == 0.5985 and "+0.599" in record["reason"] and record["move"] == "stay"

@@ -9,6 +9,15 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+RECORDED_PLACES = 4  # a stage's held-out means as curriculum_state.json keeps them
+
+
+def recorded(x: float) -> float:
+    """``x`` as the run's state records it. The curriculum decides on this value, so the
+    decision, its reason, the log line and a resumed run's state all show one number (a
+    mean of 0.59847 was +0.599 in the line and +0.598 in the reason)."""
+    return round(x, RECORDED_PLACES)
+
 
 def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, advance_threshold: float,
                     retreat_threshold: float) -> tuple[str, int, str]:
@@ -24,6 +33,7 @@ def curriculum_step(stages: Sequence[dict], difficulty: int, mean: float, advanc
     ``stages``: the decisions of the stages before this one, in order.
     """
     high, low = advance_threshold, retreat_threshold
+    mean = recorded(mean)
     before = stages[-1] if stages else None
     if mean > high:
         if before is not None and before.get("move") == "retreat":
@@ -55,9 +65,9 @@ def stage_record(stage: int, difficulty: int, result: dict[str, Any], decision: 
     (:func:`curriculum_step`), and what training cost."""
     move, next_difficulty, reason = decision
     return {
-        "stage": stage, "difficulty": difficulty, "mean_task_reward": round(result["mean_task_reward"], 4),
-        "reward_means": {k: round(v, 4) for k, v in result["reward_means"].items()},
-        "valid_json_rate": round(result["valid_json_rate"], 4), "advance": move == "advance",
+        "stage": stage, "difficulty": difficulty, "mean_task_reward": recorded(result["mean_task_reward"]),
+        "reward_means": {k: recorded(v) for k, v in result["reward_means"].items()},
+        "valid_json_rate": recorded(result["valid_json_rate"]), "advance": move == "advance",
         "move": move, "reason": reason, "next_difficulty": next_difficulty,
         "train_seconds": round(train_seconds, 2), "reward_seconds": round(reward_seconds, 3),
         "frac_reward_zero_std": mean_or_none([h.get("frac_reward_zero_std") for h in history]),
