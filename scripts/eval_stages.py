@@ -9,7 +9,8 @@ N_EVAL_EPISODES greedy episodes (seed SEED + 20,000,000). One set is one draw: t
 script replays that evaluation (`run_episodes`, the same starts and scoring) for
 ``stage_0`` (GRPO's start), each ``stage_N`` and the final model, on ``--seeds``
 evaluation seeds (the trainer's own first, then 1,000 apart), and prints the mean
-reward and the success rate (the share of episodes that end in success) per model and seed. Overrides after ``--`` are the trainer's ``--KEY=value``
+reward and the success rate (the share of episodes that end in success) per model and seed,
+and each model's successes per difficulty over all its episodes. Overrides after ``--`` are the trainer's ``--KEY=value``
 (give the ones the run was trained with, e.g. ``--DEVICE_PROFILE=cpu``).
 """
 
@@ -39,6 +40,16 @@ def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
     return out
 
 
+def by_difficulty(rows: list[dict]) -> str:
+    """Successes over episodes per difficulty, e.g. ``d1 28/60, d2 39/60``: where a stage
+    gains or loses whole tasks."""
+    out = []
+    for d in sorted({r["difficulty"] for r in rows}):
+        here = [r for r in rows if r["difficulty"] == d]
+        out.append(f"d{d} {sum(r['outcome'] == 'success' for r in here)}/{len(here)}")
+    return ", ".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", default="lifestack_model", help="the run's OUTPUT_DIR")
@@ -66,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
         wins = [statistics.mean(float(r["outcome"] == "success") for r in per_seed) for per_seed in rows]
         print(f"{name}: mean {statistics.mean(means):+.3f}, success {statistics.mean(wins):.0%} over seeds; per seed "
               + ", ".join(f"{m:+.3f} ({w:.0%})" for m, w in zip(means, wins)), flush=True)
+        print(f"  {name} successes per difficulty: " + by_difficulty([r for per_seed in rows for r in per_seed]),
+              flush=True)
         del model
     return 0
 

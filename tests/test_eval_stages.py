@@ -39,3 +39,9 @@ def test_folders_without_a_model_or_with_odd_names_are_skipped(tmp_path):
     (tmp_path / "stage_2").mkdir()
     assert ES.saved_models(tmp_path) == []
     assert ES.main(["--output-dir", str(tmp_path)]) == 1
+
+
+def test_successes_are_counted_per_difficulty():
+    rows = [{"difficulty": d, "outcome": o} for d, o in ((2, "success"), (1, "running"), (1, "success"), (2, "success"),
+                                                         (5, "failure"))]
+    assert ES.by_difficulty(rows) == "d1 1/2, d2 2/2, d5 0/1"

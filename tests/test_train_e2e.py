@@ -115,6 +115,9 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = {ln.split(":")[0]: ln for ln in proc.stdout.splitlines() if ": mean " in ln}
     assert list(lines) == ["stage_0", "stage_1", "stage_2", "stage_3", "final"]
+    per_difficulty = [ln for ln in proc.stdout.splitlines() if "successes per difficulty" in ln]
+    assert len(per_difficulty) == 5 and all(sum(int(x.split("/")[1]) for x in ln.split(": ")[1].split(", ")) == 8
+                                            for ln in per_difficulty)  # 2 seeds of 4 episodes each
     episodes = read_jsonl(logs / "eval_episodes.jsonl")
     for name, model in (("stage_0", "base"), ("final", "trained")):
         mean = sum(e["reward"] for e in episodes if e["model"] == model) / 4
