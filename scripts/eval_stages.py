@@ -9,9 +9,10 @@ N_EVAL_EPISODES greedy episodes (seed SEED + 20,000,000). One set is one draw: t
 script replays that evaluation (`run_episodes`, the same starts and scoring) for
 ``stage_0`` (GRPO's start), each ``stage_N`` and the final model, on ``--seeds``
 evaluation seeds (the trainer's own first, then 1,000 apart), and prints the mean
-reward and the success rate (the share of episodes that end in success) per model and seed,
-and each model's successes per difficulty over all its episodes. Overrides after ``--`` are the trainer's ``--KEY=value``
-(give the ones the run was trained with, e.g. ``--DEVICE_PROFILE=cpu``).
+reward and the success rate (the share of episodes that end in success) per model and
+seed, and each model's successes per difficulty over all its episodes. Overrides after
+``--`` are the trainer's ``--KEY=value`` (give the ones the run was trained with, e.g.
+``--DEVICE_PROFILE=cpu``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     import train_trl as T  # build_config: the trainer's constants and overrides
     from lifestack.training.run_evaluation import run_episodes
     from lifestack.training.models import load_model
+    from lifestack.training.plots import success_rate
 
     out_dir = Path(args.output_dir)
     models = saved_models(out_dir)
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         model, tok = load_model(cfg, path, banner=False, collective=False)
         rows = [run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s, T.RUN) for s in seeds]
         means = [statistics.mean(r["reward"] for r in per_seed) for per_seed in rows]
-        wins = [statistics.mean(float(r["outcome"] == "success") for r in per_seed) for per_seed in rows]
+        wins = [success_rate(per_seed) for per_seed in rows]
         print(f"{name}: mean {statistics.mean(means):+.3f}, success {statistics.mean(wins):.0%} over seeds; per seed "
               + ", ".join(f"{m:+.3f} ({w:.0%})" for m, w in zip(means, wins)), flush=True)
         print(f"  {name} successes per difficulty: " + by_difficulty([r for per_seed in rows for r in per_seed]),

@@ -151,7 +151,6 @@ def pool_saved(docs: list[tuple[str, object]]) -> tuple[dict[str, list[M.Played]
     settings the files share. A file that is not an evaluation's JSON, or that disagrees
     with the first on the horizon or on ``from_crisis``, is a ``UsageError``."""
     rows: dict[str, list[M.Played]] = {}
-    pairs: tuple[list[M.Played], list[M.Played]] = ([], [])
     settings: dict = {}
     all_compare = all(isinstance(doc, dict) and doc.get("compare") for _name, doc in docs)
     for name, doc in docs:
@@ -177,16 +176,22 @@ def pool_saved(docs: list[tuple[str, object]]) -> tuple[dict[str, list[M.Played]
         for who, eps in played.items():
             if who not in roles.values() and who in M.REFERENCES:
                 rows.setdefault(who, []).extend(eps)
-        if all_compare:
-            pairs[0].extend(played[roles["model"]])
-            pairs[1].extend(played[roles["compare"]])
     references = [r for r in M.REFERENCES if all(r in doc["episodes"] for _n, doc in docs)]
     rows = {k: v for k, v in rows.items() if k in ("model", "compare") or k in references}
     try:
-        paired = M.paired(*pairs) if all_compare else None
+        # "model" and "compare" grew file by file by equal lengths: row i of each is one start
+        paired = M.paired(rows["model"], rows["compare"]) if all_compare else None
     except ValueError as exc:
         raise UsageError(f"--from-json: {exc}") from None
     return rows, paired, settings
+
+
+def paired_text(paired: dict) -> str:
+    """A paired difference (``M.paired``) as one line's tail: episode reward and success
+    with their 95 % intervals."""
+    d, w = paired["episode_reward"], paired["success"]
+    return (f"episode reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), "
+            f"success {w['mean']:+.1%} (95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
 
 
 def report_saved(paths: list[str], json_out: str | None, plot_out: str | None) -> int:
@@ -210,10 +215,8 @@ def report_saved(paths: list[str], json_out: str | None, plot_out: str | None) -
     results = {name: M.by_difficulty(eps) for name, eps in rows.items()}
     print(M.format_table(results))
     if paired:
-        d, w = paired["episode_reward"], paired["success"]
-        print(f"\ncompare minus model, paired over {d['starts']} starts (each start's mean over the files): episode "
-              f"reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), success {w['mean']:+.1%} "
-              f"(95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+        print(f"\ncompare minus model, paired over {paired['success']['starts']} starts (each start's mean over the "
+              f"files): {paired_text(paired)}")
     if json_out:
         Path(json_out).write_text(json.dumps({"from_json": paths, **settings, "results": results, "paired": paired},
                                              indent=2))
@@ -282,11 +285,7 @@ def main(argv: list[str] | None = None) -> int:
            "episodes": {name: [p.to_dict() for p in rows] for name, rows in played.items()}}
     if args.compare:
         out["paired"] = M.paired(played[args.model], played[args.compare])
-        d = out["paired"]["episode_reward"]
-        w = out["paired"]["success"]
-        print(f"\n{args.compare} minus {args.model}, paired over the {len(starts)} episodes: episode reward "
-              f"{d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), success {w['mean']:+.1%} "
-              f"(95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+        print(f"\n{args.compare} minus {args.model}, paired over the {len(starts)} episodes: {paired_text(out['paired'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"[evaluate] results: {args.json}")
