@@ -13,21 +13,36 @@ reward and the success rate (the share of episodes that end in success) per mode
 seed, and each model's successes per difficulty over all its episodes. Overrides after
 ``--`` are the trainer's ``--KEY=value`` (give the ones the run was trained with, e.g.
 ``--DEVICE_PROFILE=cpu``).
+
+With ``stage_0`` and the final model both replayed it prints GRPO's paired change over the
+same starts (final minus start: episode reward and success, 95 % intervals over starts).
+``--json FILE`` saves every model's episodes; ``--from-json FILE ...`` pools saved replays
+of several runs (seeds) without playing: each run's paired change, and their mean with a
+95 % interval that resamples the runs and then their starts, so the spread between
+training runs is in it. ``--models stage_0,final`` replays only the models named.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lifestack.training import seeds as run_seeds  # noqa: E402
+from lifestack.training.episode_play import Played, paired, paired_runs  # noqa: E402
 from lifestack.training.models import is_saved_model  # noqa: E402
+
+from evaluate import paired_text  # noqa: E402  (one format for a paired difference)
+
+CHANGE = ("stage_0", "final")  # GRPO's start and the run's final model: the paired change compares these
 
 
 def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
@@ -51,12 +66,78 @@ def by_difficulty(rows: list[dict]) -> str:
     return ", ".join(out)
 
 
+def as_played(rows: list[dict]) -> list[Played]:
+    """Final-evaluation rows as ``Played`` episodes (their row reward as the episode's
+    reward), for ``episode_play``'s paired comparisons."""
+    return [Played(start=i, difficulty=r["difficulty"], seed=r["seed"], outcome=r["outcome"], episode_reward=r["reward"])
+            for i, r in enumerate(rows)]
+
+
+def paired_change(before: list[dict], after: list[dict]) -> dict[str, dict[str, Any]]:
+    """``after - before`` over the same starts (``episode_play.paired``): episode reward and
+    success, each with its mean, 95 % interval over starts and number of starts."""
+    if len(before) != len(after):
+        raise ValueError("the two models were not played from the same starts")
+    return paired(as_played(before), as_played(after))
+
+
+def saved_replay(doc: Any) -> tuple[int, list[dict], list[dict]]:
+    """(seed, start's episodes, final model's episodes) of a ``--json`` file's document;
+    ValueError for anything else."""
+    def row_ok(r: Any) -> bool:
+        return (isinstance(r, dict) and all(isinstance(r.get(k), int) and not isinstance(r.get(k), bool)
+                                            for k in ("seed", "difficulty"))
+                and isinstance(r.get("outcome"), str) and isinstance(r.get("reward"), (int, float))
+                and not isinstance(r.get("reward"), bool) and math.isfinite(r["reward"]))
+
+    if not (isinstance(doc, dict) and isinstance(doc.get("seed"), int) and not isinstance(doc["seed"], bool)
+            and isinstance(doc.get("models"), dict)):
+        raise ValueError("not an eval_stages --json file (needs seed and models)")
+    rows = [doc["models"].get(name) for name in CHANGE]
+    if not all(isinstance(r, list) and r and all(row_ok(x) for x in r) for r in rows):
+        raise ValueError(f"needs the episodes of {' and '.join(CHANGE)}, each with seed, difficulty, outcome "
+                         "and a finite reward")
+    return doc["seed"], rows[0], rows[1]
+
+
+def report_saved(paths: list[str]) -> int:
+    """``--from-json``: each run's paired change and the pooled one; 2 on a bad file."""
+    runs, horizons = [], []
+    try:
+        for path in paths:
+            try:
+                doc = json.loads(Path(path).read_text(encoding="utf-8"))
+                seed, before, after = saved_replay(doc)
+                horizons.append(doc.get("horizon"))
+                change = paired_change(before, after)
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
+                raise ValueError(f"--from-json {path}: {exc}") from None
+            print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_text(change)}")
+            runs.append((seed, before, after))
+        if len({seed for seed, _, _ in runs}) != len(runs):
+            raise ValueError("--from-json: a seed appears twice (pool different runs)")
+        if len(set(horizons)) > 1:
+            raise ValueError(f"--from-json: the runs' HORIZON differ ({sorted(set(horizons))}); pool runs of one setting")
+    except ValueError as exc:
+        print(f"eval_stages: {exc}", file=sys.stderr)
+        return 2
+    pooled = paired_runs([(as_played(before), as_played(after)) for _, before, after in runs])
+    print(f"{len(runs)} runs, final - stage_0, mean over runs: {paired_text(pooled)} (interval: runs, then starts)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output-dir", default="lifestack_model", help="the run's OUTPUT_DIR")
     parser.add_argument("--seeds", type=int, default=6, help="evaluation seeds (default 6)")
+    parser.add_argument("--models", default="", help="replay only these, e.g. stage_0,final (default: all)")
+    parser.add_argument("--json", default=None, help="save every replayed model's episodes here")
+    parser.add_argument("--from-json", nargs="+", default=None, metavar="FILE",
+                        help="pool these saved replays (one run each) instead of playing")
     parser.add_argument("overrides", nargs="*", help="the trainer's --KEY=value overrides of the run")
     args = parser.parse_args(argv)
+    if args.from_json:
+        return report_saved(args.from_json)
     import train_trl as T  # build_config: the trainer's constants and overrides
     from lifestack.training.run_evaluation import run_episodes
     from lifestack.training.models import load_model
@@ -68,20 +149,36 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no saved model (config.json or adapter_config.json) in {out_dir} or its stage_N folders",
               file=sys.stderr)
         return 1
+    if args.models:
+        wanted = [m for m in args.models.split(",") if m]
+        missing = [m for m in wanted if m not in dict(models)]
+        if missing:
+            print(f"eval_stages: --models: no saved {', '.join(missing)} in {out_dir} "
+                  f"(saved: {', '.join(name for name, _ in models)})", file=sys.stderr)
+            return 2
+        models = [(name, path) for name, path in models if name in wanted]
     cfg = T.build_config([f"--OUTPUT_DIR={out_dir}", *args.overrides])  # resolves the profile as the trainer does
     T.RUN.configure(cfg)
     seeds = [run_seeds.final_evaluation(cfg["SEED"], k) for k in range(args.seeds)]
     print(f"[eval stages] {len(models)} models x {len(seeds)} seeds x {cfg['N_EVAL_EPISODES']} greedy episodes")
+    played: dict[str, list[dict]] = {}
     for name, path in models:
         model, tok = load_model(cfg, path, banner=False, collective=False)
         rows = [run_episodes(model, tok, cfg, cfg["N_EVAL_EPISODES"], s, T.RUN) for s in seeds]
+        played[name] = [r for per_seed in rows for r in per_seed]
         means = [statistics.mean(r["reward"] for r in per_seed) for per_seed in rows]
         wins = [success_rate(per_seed) for per_seed in rows]
         print(f"{name}: mean {statistics.mean(means):+.3f}, success {statistics.mean(wins):.0%} over seeds; per seed "
               + ", ".join(f"{m:+.3f} ({w:.0%})" for m, w in zip(means, wins)), flush=True)
-        print(f"  {name} successes per difficulty: " + by_difficulty([r for per_seed in rows for r in per_seed]),
-              flush=True)
+        print(f"  {name} successes per difficulty: " + by_difficulty(played[name]), flush=True)
         del model
+    if all(name in played for name in CHANGE):
+        change = paired_change(played["stage_0"], played["final"])
+        print(f"final - stage_0, paired over {change['success']['starts']} starts: {paired_text(change)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"seed": cfg["SEED"], "horizon": cfg["HORIZON"], "eval_seeds": seeds,
+                                               "models": played}), encoding="utf-8")
+        print(f"[eval stages] episodes saved to {args.json}")
     return 0
 
 

@@ -22,6 +22,8 @@ from lifestack.training.run_state import last_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "train_trl.py"
+sys.path.insert(0, str(ROOT / "scripts"))
+import eval_stages as ES  # noqa: E402
 pytestmark = pytest.mark.slow
 
 SMALL = [
@@ -109,8 +111,9 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
 
     # scripts/eval_stages.py replays the final evaluation for every saved stage: on the
     # trainer's own evaluation seed it reproduces the [eval] figures of GRPO's start and the final model.
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_stages.py"), "--seeds", "2", "--",
-                           *SMALL, f"--CPU_BASE_DIR={tmp_path / 'base'}"],
+    saved = tmp_path / "stages.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "eval_stages.py"), "--seeds", "2", "--json", str(saved),
+                           "--", *SMALL, f"--CPU_BASE_DIR={tmp_path / 'base'}"],
                           cwd=tmp_path, env=run_env(tmp_path), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     lines = {ln.split(":")[0]: ln for ln in proc.stdout.splitlines() if ": mean " in ln}
@@ -123,6 +126,11 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
         mean = sum(e["reward"] for e in episodes if e["model"] == model) / 4
         win = sum(e["outcome"] == "success" for e in episodes if e["model"] == model) / 4
         assert lines[name].split("per seed ")[1].split(",")[0] == f"{mean:+.3f} ({win:.0%})"
+    # GRPO's paired change over the 8 starts, and the saved episodes it came from
+    doc = json.loads(saved.read_text())
+    assert list(doc["models"]) == ["stage_0", "stage_1", "stage_2", "stage_3", "final"]
+    change = ES.paired_change(doc["models"]["stage_0"], doc["models"]["final"])
+    assert f"final - stage_0, paired over 8 starts: {ES.paired_text(change)}" in proc.stdout
 
 
 def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):

@@ -242,6 +242,22 @@ def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) 
     return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
 
 
+def runs_bootstrap_ci(runs: Sequence[Sequence[float]], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95 % percentile interval of the mean over runs of each run's mean of its values,
+    resampling the runs and then the values within each drawn run (a two-level bootstrap):
+    the interval holds the spread between training runs, not only between a run's starts."""
+    runs = [list(r) for r in runs if len(r)]
+    if not runs:
+        return float("nan"), float("nan")
+    rng = random.Random(seed)
+    means = []
+    for _ in range(resamples):
+        drawn = [runs[rng.randrange(len(runs))] for _ in runs]
+        means.append(sum(sum(r[rng.randrange(len(r))] for _ in r) / len(r) for r in drawn) / len(drawn))
+    means.sort()
+    return means[int(0.025 * resamples)], means[int(0.975 * resamples) - 1]
+
+
 METRICS = ("success", "episode_reward", "decision_step_reward", "valid_json", "regret")
 
 
@@ -273,6 +289,14 @@ def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]
     difficulty) that appears more than once, as when several runs' evaluations of the same
     starts are pooled, counts once, with the mean of its differences: the interval is over
     starts, as the learning check's is over prompts."""
+    return {key: {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None,
+                  "starts": len(diffs)}
+            for key, diffs in start_differences(a, b).items()}
+
+
+def start_differences(a: Sequence[Played], b: Sequence[Played]) -> dict[str, list[float]]:
+    """Per start, ``b - a`` of the episode reward and of success (:func:`paired`'s
+    differences; a start played more than once gives the mean of its differences)."""
     out = {}
     for key, get in (("episode_reward", lambda p: p.episode_reward), ("success", lambda p: float(p.outcome == "success"))):
         by_start: dict[tuple[int, int], list[float]] = {}
@@ -280,10 +304,20 @@ def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]
             if (x.seed, x.difficulty) != (y.seed, y.difficulty):
                 raise ValueError("paired episodes must start from the same state (seed and difficulty)")
             by_start.setdefault((x.seed, x.difficulty), []).append(get(y) - get(x))
-        diffs = [statistics.mean(v) for v in by_start.values()]
-        out[key] = {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None,
-                    "starts": len(diffs)}
+        out[key] = [statistics.mean(v) for v in by_start.values()]
     return out
+
+
+def paired_runs(runs: Sequence[tuple[Sequence[Played], Sequence[Played]]]) -> dict[str, dict[str, Any]]:
+    """Several training runs' paired comparisons (each ``(a, b)`` as :func:`paired` takes
+    it): per metric the mean over runs of each run's mean difference, and a 95 % interval
+    that resamples the runs, then the starts within each (:func:`runs_bootstrap_ci`)."""
+    per_run = [start_differences(a, b) for a, b in runs]
+    if not per_run or not all(d["success"] for d in per_run):
+        raise ValueError("every run needs at least one paired start")
+    return {key: {"mean": statistics.mean(statistics.mean(d[key]) for d in per_run),
+                  "ci95": list(runs_bootstrap_ci([d[key] for d in per_run])), "runs": len(per_run)}
+            for key in ("episode_reward", "success")}
 
 
 def format_table(results: dict[str, dict[str, dict[str, dict[str, Any]]]]) -> str:
