@@ -37,10 +37,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lifestack.training import seeds as run_seeds  # noqa: E402
-from lifestack.training.episode_play import Played, paired, paired_runs  # noqa: E402
+from lifestack.training.episode_play import paired_runs  # noqa: E402
+from lifestack.training.run_evaluation import paired_line, paired_rows, rows_as_played  # noqa: E402
 from lifestack.training.models import is_saved_model  # noqa: E402
-
-from evaluate import paired_text  # noqa: E402  (one format for a paired difference)
 
 CHANGE = ("stage_0", "final")  # GRPO's start and the run's final model: the paired change compares these
 
@@ -64,21 +63,6 @@ def by_difficulty(rows: list[dict]) -> str:
         here = [r for r in rows if r["difficulty"] == d]
         out.append(f"d{d} {sum(r['outcome'] == 'success' for r in here)}/{len(here)}")
     return ", ".join(out)
-
-
-def as_played(rows: list[dict]) -> list[Played]:
-    """Final-evaluation rows as ``Played`` episodes (their row reward as the episode's
-    reward), for ``episode_play``'s paired comparisons."""
-    return [Played(start=i, difficulty=r["difficulty"], seed=r["seed"], outcome=r["outcome"], episode_reward=r["reward"])
-            for i, r in enumerate(rows)]
-
-
-def paired_change(before: list[dict], after: list[dict]) -> dict[str, dict[str, Any]]:
-    """``after - before`` over the same starts (``episode_play.paired``): episode reward and
-    success, each with its mean, 95 % interval over starts and number of starts."""
-    if len(before) != len(after):
-        raise ValueError("the two models were not played from the same starts")
-    return paired(as_played(before), as_played(after))
 
 
 def saved_replay(doc: Any) -> tuple[int, list[dict], list[dict]]:
@@ -109,10 +93,10 @@ def report_saved(paths: list[str]) -> int:
                 doc = json.loads(Path(path).read_text(encoding="utf-8"))
                 seed, before, after = saved_replay(doc)
                 horizons.append(doc.get("horizon"))
-                change = paired_change(before, after)
+                change = paired_rows(before, after)
             except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
                 raise ValueError(f"--from-json {path}: {exc}") from None
-            print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_text(change)}")
+            print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_line(change)}")
             runs.append((seed, before, after))
         if len({seed for seed, _, _ in runs}) != len(runs):
             raise ValueError("--from-json: a seed appears twice (pool different runs)")
@@ -121,8 +105,8 @@ def report_saved(paths: list[str]) -> int:
     except ValueError as exc:
         print(f"eval_stages: {exc}", file=sys.stderr)
         return 2
-    pooled = paired_runs([(as_played(before), as_played(after)) for _, before, after in runs])
-    print(f"{len(runs)} runs, final - stage_0, mean over runs: {paired_text(pooled)} (interval: runs, then starts)")
+    pooled = paired_runs([(rows_as_played(before), rows_as_played(after)) for _, before, after in runs])
+    print(f"{len(runs)} runs, final - stage_0, mean over runs: {paired_line(pooled)} (interval: runs, then starts)")
     return 0
 
 
@@ -173,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name} successes per difficulty: " + by_difficulty(played[name]), flush=True)
         del model
     if all(name in played for name in CHANGE):
-        change = paired_change(played["stage_0"], played["final"])
-        print(f"final - stage_0, paired over {change['success']['starts']} starts: {paired_text(change)}")
+        change = paired_rows(played["stage_0"], played["final"])
+        print(f"final - stage_0, paired over {change['success']['starts']} starts: {paired_line(change)}")
     if args.json:
         Path(args.json).write_text(json.dumps({"seed": cfg["SEED"], "horizon": cfg["HORIZON"], "eval_seeds": seeds,
                                                "models": played}), encoding="utf-8")

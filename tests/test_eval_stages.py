@@ -65,17 +65,17 @@ def _rows(outcomes: list[str], rewards: list[float], first_seed: int = 100) -> l
 def test_paired_change_is_per_start_and_refuses_other_starts():
     before = _rows(["success", "timeout", "timeout", "success"], [0.5, 0.0, 0.1, 0.4])
     after = _rows(["success", "success", "timeout", "timeout"], [0.7, 0.2, 0.1, 0.0])
-    change = ES.paired_change(before, after)
+    change = ES.paired_rows(before, after)
     assert change["success"]["mean"] == pytest.approx(0.0) and change["success"]["starts"] == 4
     assert change["episode_reward"]["mean"] == pytest.approx((0.2 + 0.2 + 0.0 - 0.4) / 4)
     lo, hi = change["episode_reward"]["ci95"]
     assert lo <= change["episode_reward"]["mean"] <= hi
     with pytest.raises(ValueError, match="same state"):
-        ES.paired_change(before, _rows(["success"] * 4, [0.0] * 4, first_seed=200))
+        ES.paired_rows(before, _rows(["success"] * 4, [0.0] * 4, first_seed=200))
     with pytest.raises(ValueError, match="same state"):
-        ES.paired_change(before, list(reversed(after)))
+        ES.paired_rows(before, list(reversed(after)))
     with pytest.raises(ValueError, match="same starts"):
-        ES.paired_change(before, after[:3])
+        ES.paired_rows(before, after[:3])
 
 
 def test_the_pooled_interval_holds_the_spread_between_runs():
@@ -83,7 +83,7 @@ def test_the_pooled_interval_holds_the_spread_between_runs():
     # pooled over starts alone the interval would be narrow; over runs it spans both
     up = (_rows(["timeout"] * 50, [0.0] * 50), _rows(["success"] * 50, [0.5] * 50))
     down = (_rows(["success"] * 50, [0.5] * 50, 300), _rows(["timeout"] * 50, [0.0] * 50, 300))
-    pooled = paired_runs([(ES.as_played(a), ES.as_played(b)) for a, b in (up, down)])
+    pooled = paired_runs([(ES.rows_as_played(a), ES.rows_as_played(b)) for a, b in (up, down)])
     assert pooled["success"]["mean"] == pytest.approx(0.0) and pooled["success"]["runs"] == 2
     lo, hi = pooled["success"]["ci95"]
     assert lo == pytest.approx(-1.0) and hi == pytest.approx(1.0)

@@ -97,6 +97,10 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
 
     assert (out / "stage_0" / "config.json").exists()  # the warm-started model GRPO started from
     assert "trained" in first.stdout and "vs warm-started model (GRPO's start)" in first.stdout
+    # the paired change printed is the one the run's own episodes give, start for start
+    change = ES.paired_rows([e for e in episodes if e["model"] == "base"], [e for e in episodes if e["model"] == "trained"])
+    assert f"[eval] trained - start, paired over 4 starts: {ES.paired_line(change)}" in first.stdout
+    assert "This model minus warm-started model (GRPO's start), paired over the same 4 starts" in (out / "README.md").read_text()
     for png in ("grpo_reward_curve.png", "grpo_training_curves.png", "grpo_curriculum.png"):
         with Image.open(tmp_path / png) as im:
             im.verify()
@@ -129,8 +133,8 @@ def test_curriculum_runs_end_to_end_and_resumes_at_next_stage(tmp_path):
     # GRPO's paired change over the 8 starts, and the saved episodes it came from
     doc = json.loads(saved.read_text())
     assert list(doc["models"]) == ["stage_0", "stage_1", "stage_2", "stage_3", "final"]
-    change = ES.paired_change(doc["models"]["stage_0"], doc["models"]["final"])
-    assert f"final - stage_0, paired over 8 starts: {ES.paired_text(change)}" in proc.stdout
+    change = ES.paired_rows(doc["models"]["stage_0"], doc["models"]["final"])
+    assert f"final - stage_0, paired over 8 starts: {ES.paired_line(change)}" in proc.stdout
 
 
 def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):

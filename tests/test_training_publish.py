@@ -68,6 +68,19 @@ def test_card_has_hub_metadata_the_changes_the_curriculum_and_the_evaluation(tmp
     assert "AutoPeftModelForCausalLM.from_pretrained('me/model')" in gpu and "- lora" in gpu
 
 
+def test_card_gives_the_paired_change_with_its_interval_when_the_run_measured_it(tmp_path):
+    from lifestack.training.run_evaluation import paired_rows
+
+    before = [{"seed": i, "difficulty": 1 + i % 5, "outcome": "timeout", "reward": 0.0} for i in range(10)]
+    after = [{**r, "outcome": "success" if r["seed"] < 3 else "timeout", "reward": 0.1} for r in before]
+    cfg = cfg_for(tmp_path)
+    card = MC.model_card(cfg, T.default_config(), {"stages": STAGES}, {**SUMMARY, "paired": paired_rows(before, after)})
+    line = next(ln for ln in card.splitlines() if ln.startswith("This model minus"))
+    assert "warm-started model (GRPO's start), paired over the same 10 starts" in line
+    assert "episode reward +0.100 (95% CI +0.100 .. +0.100)" in line and "success +30.0% (95% CI" in line
+    assert "This model minus" not in MC.model_card(cfg, T.default_config(), {"stages": STAGES}, SUMMARY)  # older summary
+
+
 def test_card_prints_no_valid_json_figure_for_the_reference_policies_it_did_not_measure(tmp_path):
     """The final evaluation measures the reference policies' mean reward and success, not
     whether their answers parse: their valid-JSON cell says so instead of a figure."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lifestack.training.decisions import decisions
+from lifestack.training.run_evaluation import paired_line
 
 HIDDEN_KEYS = ("CPU_PROFILE",)  # a dict of values the CPU profile swapped in: shown as the swapped values
 NOT_MEASURED = "—"  # a table cell for a figure the run did not measure
@@ -92,8 +93,13 @@ def model_card(cfg: dict[str, Any], defaults: dict[str, Any], state: dict[str, A
         if any("valid_json" not in row for row in references.values()):
             lines += ["", f"{NOT_MEASURED}: not measured (the final evaluation scores the reference policies' "
                       "decisions, not whether their answers parse)."]
+        change = summary.get("paired")
+        if change:  # one set of starts is one draw: the paired change carries its interval
+            lines += ["", f"This model minus {summary.get('start_model', 'its start')}, paired over the same "
+                      f"{change['success']['starts']} starts: {paired_line(change)}."]
         lines += ["", "Evaluate it again, per difficulty and with intervals: "
-                  "`python scripts/evaluate.py --model <this folder>`."]
+                  "`python scripts/evaluate.py --model <this folder>`; every saved stage on more starts: "
+                  "`python scripts/eval_stages.py`."]
     else:
         lines.append("Not evaluated.")
     if plots:

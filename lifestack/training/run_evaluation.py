@@ -20,7 +20,7 @@ from lifestack.training.context import RunContext
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
-from lifestack.training.episode_play import FAMILIES, Played, model_player, play_episodes
+from lifestack.training.episode_play import FAMILIES, Played, model_player, paired, play_episodes
 from lifestack.training.models import is_saved_model, load_model, unwrap
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves, success_rate
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
@@ -134,6 +134,30 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: 
     return [episode_row(i, sc, p, run) for i, (sc, p) in enumerate(zip(starts, played))]
 
 
+def rows_as_played(rows: Sequence[dict[str, Any]]) -> list[Played]:
+    """Final-evaluation rows (``eval_episodes.jsonl``'s) as ``Played`` episodes, each row's
+    reward as the episode's, for ``episode_play``'s paired comparisons."""
+    return [Played(start=i, difficulty=r["difficulty"], seed=r["seed"], outcome=r["outcome"], episode_reward=r["reward"])
+            for i, r in enumerate(rows)]
+
+
+def paired_rows(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``after - before`` over the same final-evaluation starts (``episode_play.paired``):
+    episode reward and success, each with its mean, 95 % interval over starts and number
+    of starts. ValueError when the two were not played from the same starts."""
+    if len(before) != len(after):
+        raise ValueError("the two models were not played from the same starts")
+    return paired(rows_as_played(before), rows_as_played(after))
+
+
+def paired_line(change: dict[str, dict[str, Any]]) -> str:
+    """A paired difference (:func:`paired_rows`, ``episode_play.paired``) as one line's
+    tail: episode reward and success with their 95 % intervals."""
+    d, w = change["episode_reward"], change["success"]
+    return (f"episode reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), "
+            f"success {w['mean']:+.1%} (95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
+
+
 def episode_row(i: int, sc: Scenario, p: Played, run: RunContext) -> dict[str, Any]:
     """One line of ``eval_episodes.jsonl``: a played episode as the final evaluation reports it."""
     row = {"episode": i, "difficulty": sc.difficulty, "domain": sc.task.domain, "seed": sc.seed}
@@ -201,10 +225,13 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
     summary["trained_success"], summary["base_success"] = success_rate(trained), success_rate(base)
     summary["references"] = {name: {"mean": sum(r["reward"] for r in rows) / n, "success": success_rate(rows)}
                              for name, rows in refs.items()}
+    summary["paired"] = paired_rows(base, trained)  # trained - start over the same starts, with intervals
     log(f"[eval] {n} episodes: trained {summary['trained_mean']:+.3f} vs {start_label} {summary['base_mean']:+.3f} mean "
         f"reward (valid JSON {summary['trained_valid_json']:.0%} vs {summary['base_valid_json']:.0%}); plot: {cfg['PLOT_PATH']}"
         + (f", curves: {cfg['CURVES_PATH']}" if curves else "")
         + (f", curriculum: {cfg['CURRICULUM_PLOT_PATH']}" if curriculum else ""))
+    log(f"[eval] trained - start, paired over {n} starts: {paired_line(summary['paired'])} "
+        "(one set of starts: scripts/eval_stages.py replays more)")
     log("[eval] reference policies on the same episodes: " + ", ".join(
         f"{name} {row['mean']:+.3f} (success {row['success']:.0%})" for name, row in summary["references"].items()))
     return summary
