@@ -85,27 +85,29 @@ def saved_replay(doc: Any) -> tuple[int, list[dict], list[dict]]:
 
 
 def report_saved(paths: list[str]) -> int:
-    """``--from-json``: each run's paired change and the pooled one; 2 on a bad file."""
+    """``--from-json``: each run's paired change and the pooled one; 2 (one line on
+    stderr, nothing printed) on a bad file, a repeated seed or mixed HORIZON."""
     runs, horizons = [], []
     try:
         for path in paths:
             try:
                 doc = json.loads(Path(path).read_text(encoding="utf-8"))
                 seed, before, after = saved_replay(doc)
-                horizons.append(doc.get("horizon"))
-                change = paired_rows(before, after)
+                runs.append((seed, before, after, paired_rows(before, after)))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
                 raise ValueError(f"--from-json {path}: {exc}") from None
-            print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_line(change)}")
-            runs.append((seed, before, after))
-        if len({seed for seed, _, _ in runs}) != len(runs):
+            horizons.append(str(doc.get("horizon")))
+        if len({run[0] for run in runs}) != len(runs):
             raise ValueError("--from-json: a seed appears twice (pool different runs)")
         if len(set(horizons)) > 1:
-            raise ValueError(f"--from-json: the runs' HORIZON differ ({sorted(set(horizons))}); pool runs of one setting")
+            raise ValueError(f"--from-json: the runs' HORIZON differ ({', '.join(sorted(set(horizons)))}); "
+                             "pool runs of one setting")
     except ValueError as exc:
         print(f"eval_stages: {exc}", file=sys.stderr)
         return 2
-    pooled = paired_runs([(rows_as_played(before), rows_as_played(after)) for _, before, after in runs])
+    for seed, _, _, change in runs:
+        print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_line(change)}")
+    pooled = paired_runs([(rows_as_played(before), rows_as_played(after)) for _, before, after, _ in runs])
     print(f"{len(runs)} runs, final - stage_0, mean over runs: {paired_line(pooled)} (interval: runs, then starts)")
     return 0
 

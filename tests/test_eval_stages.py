@@ -141,6 +141,12 @@ def test_from_json_refuses_a_repeated_seed_and_mixed_horizons(tmp_path, capsys):
     assert "a seed appears twice" in capsys.readouterr().err
     b = _save_replay(tmp_path / "b.json", 2, *_rows_pair(0.0, 1.0), horizon=3)
     assert ES.main(["--from-json", a, b]) == 2
+    out = capsys.readouterr()
+    assert "HORIZON differ" in out.err and out.out == ""  # nothing pooled, nothing printed
+    doc = json.loads((tmp_path / "b.json").read_text())
+    del doc["horizon"]  # a file without the setting is refused as another setting, not a crash
+    (tmp_path / "b.json").write_text(json.dumps(doc))
+    assert ES.main(["--from-json", a, b]) == 2
     assert "HORIZON differ" in capsys.readouterr().err
 
 
