@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from lifestack.training import seeds as run_seeds  # noqa: E402
-from lifestack.training.episode_play import paired_runs  # noqa: E402
-from lifestack.training.run_evaluation import paired_line, paired_rows, rows_as_played  # noqa: E402
+from lifestack.training.episode_play import paired, paired_line, paired_runs  # noqa: E402
+from lifestack.training.run_evaluation import paired_rows, rows_as_played  # noqa: E402
 from lifestack.training.models import is_saved_model  # noqa: E402
 
 CHANGE = ("stage_0", "final")  # GRPO's start and the run's final model: the paired change compares these
@@ -93,7 +93,8 @@ def report_saved(paths: list[str]) -> int:
             try:
                 doc = json.loads(Path(path).read_text(encoding="utf-8"))
                 seed, before, after = saved_replay(doc)
-                runs.append((seed, before, after, paired_rows(before, after)))
+                pair = (rows_as_played(before), rows_as_played(after))
+                runs.append((seed, pair, paired(*pair)))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError, ValueError) as exc:
                 raise ValueError(f"--from-json {path}: {exc}") from None
             horizons.append(str(doc.get("horizon")))
@@ -105,9 +106,9 @@ def report_saved(paths: list[str]) -> int:
     except ValueError as exc:
         print(f"eval_stages: {exc}", file=sys.stderr)
         return 2
-    for seed, _, _, change in runs:
+    for seed, _, change in runs:
         print(f"seed {seed} ({change['success']['starts']} starts): final - stage_0: {paired_line(change)}")
-    pooled = paired_runs([(rows_as_played(before), rows_as_played(after)) for _, before, after, _ in runs])
+    pooled = paired_runs([pair for _, pair, _ in runs])
     print(f"{len(runs)} runs, final - stage_0, mean over runs: {paired_line(pooled)} (interval: runs, then starts)")
     return 0
 

@@ -41,7 +41,6 @@ if str(ROOT) not in sys.path:
 
 from lifestack.training import episode_play as M  # noqa: E402
 from lifestack.training.generation import generation_mode  # noqa: E402
-from lifestack.training.run_evaluation import paired_line  # noqa: E402
 from lifestack.training.models import choose_precision, is_adapter, is_saved_model, prepare_tokenizer, torch_dtype  # noqa: E402
 
 
@@ -209,7 +208,7 @@ def report_saved(paths: list[str], json_out: str | None, plot_out: str | None) -
     print(M.format_table(results))
     if paired:
         print(f"\ncompare minus model, paired over {paired['success']['starts']} starts (each start's mean over the "
-              f"files): {paired_line(paired)}")
+              f"files): {M.paired_line(paired)}")
     if json_out:
         Path(json_out).write_text(json.dumps({"from_json": paths, **settings, "results": results, "paired": paired},
                                              indent=2))
@@ -278,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
            "episodes": {name: [p.to_dict() for p in rows] for name, rows in played.items()}}
     if args.compare:
         out["paired"] = M.paired(played[args.model], played[args.compare])
-        print(f"\n{args.compare} minus {args.model}, paired over the {len(starts)} episodes: {paired_line(out['paired'])}")
+        print(f"\n{args.compare} minus {args.model}, paired over the {len(starts)} episodes: {M.paired_line(out['paired'])}")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
         print(f"[evaluate] results: {args.json}")

@@ -297,6 +297,8 @@ def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]
 def start_differences(a: Sequence[Played], b: Sequence[Played]) -> dict[str, list[float]]:
     """Per start, ``b - a`` of the episode reward and of success (:func:`paired`'s
     differences; a start played more than once gives the mean of its differences)."""
+    if len(a) != len(b):  # zip would drop the longer side's tail unseen
+        raise ValueError(f"paired episodes must come from the same starts, as many on each side ({len(a)} vs {len(b)})")
     out = {}
     for key, get in (("episode_reward", lambda p: p.episode_reward), ("success", lambda p: float(p.outcome == "success"))):
         by_start: dict[tuple[int, int], list[float]] = {}
@@ -306,6 +308,14 @@ def start_differences(a: Sequence[Played], b: Sequence[Played]) -> dict[str, lis
             by_start.setdefault((x.seed, x.difficulty), []).append(get(y) - get(x))
         out[key] = [statistics.mean(v) for v in by_start.values()]
     return out
+
+
+def paired_line(change: dict[str, dict[str, Any]]) -> str:
+    """A paired difference (:func:`paired` or :func:`paired_runs`) as one line's tail:
+    episode reward and success with their 95 % intervals."""
+    d, w = change["episode_reward"], change["success"]
+    return (f"episode reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), "
+            f"success {w['mean']:+.1%} (95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
 
 
 def paired_runs(runs: Sequence[tuple[Sequence[Played], Sequence[Played]]]) -> dict[str, dict[str, Any]]:

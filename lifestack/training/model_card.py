@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from lifestack.training.decisions import decisions
-from lifestack.training.run_evaluation import paired_line
+from lifestack.training.episode_play import paired_line
 
 HIDDEN_KEYS = ("CPU_PROFILE",)  # a dict of values the CPU profile swapped in: shown as the swapped values
 NOT_MEASURED = "—"  # a table cell for a figure the run did not measure

@@ -20,7 +20,7 @@ from lifestack.training.context import RunContext
 from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
-from lifestack.training.episode_play import FAMILIES, Played, model_player, paired, play_episodes
+from lifestack.training.episode_play import FAMILIES, Played, model_player, paired, paired_line, play_episodes
 from lifestack.training.models import is_saved_model, load_model, unwrap
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves, success_rate
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
@@ -145,17 +145,7 @@ def paired_rows(before: Sequence[dict[str, Any]], after: Sequence[dict[str, Any]
     """``after - before`` over the same final-evaluation starts (``episode_play.paired``):
     episode reward and success, each with its mean, 95 % interval over starts and number
     of starts. ValueError when the two were not played from the same starts."""
-    if len(before) != len(after):
-        raise ValueError("the two models were not played from the same starts")
     return paired(rows_as_played(before), rows_as_played(after))
-
-
-def paired_line(change: dict[str, dict[str, Any]]) -> str:
-    """A paired difference (:func:`paired_rows`, ``episode_play.paired``) as one line's
-    tail: episode reward and success with their 95 % intervals."""
-    d, w = change["episode_reward"], change["success"]
-    return (f"episode reward {d['mean']:+.3f} (95% CI {d['ci95'][0]:+.3f} .. {d['ci95'][1]:+.3f}), "
-            f"success {w['mean']:+.1%} (95% CI {w['ci95'][0]:+.1%} .. {w['ci95'][1]:+.1%})")
 
 
 def episode_row(i: int, sc: Scenario, p: Played, run: RunContext) -> dict[str, Any]:
