@@ -55,7 +55,7 @@ def saved_models(output_dir: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def by_difficulty(rows: list[dict]) -> str:
+def successes_by_difficulty(rows: list[dict]) -> str:
     """Successes over episodes per difficulty, e.g. ``d1 28/60, d2 39/60``: where a stage
     gains or loses whole tasks."""
     out = []
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         wins = [success_rate(per_seed) for per_seed in rows]
         print(f"{name}: mean {statistics.mean(means):+.3f}, success {statistics.mean(wins):.0%} over seeds; per seed "
               + ", ".join(f"{m:+.3f} ({w:.0%})" for m, w in zip(means, wins)), flush=True)
-        print(f"  {name} successes per difficulty: " + by_difficulty(played[name]), flush=True)
+        print(f"  {name} successes per difficulty: " + successes_by_difficulty(played[name]), flush=True)
         del model
     if all(name in played for name in CHANGE):
         change = paired_rows(played["stage_0"], played["final"])

@@ -44,7 +44,7 @@ def test_folders_without_a_model_or_with_odd_names_are_skipped(tmp_path):
 def test_successes_are_counted_per_difficulty():
     rows = [{"difficulty": d, "outcome": o} for d, o in ((2, "success"), (1, "running"), (1, "success"), (2, "success"),
                                                          (5, "failure"))]
-    assert ES.by_difficulty(rows) == "d1 1/2, d2 2/2, d5 0/1"
+    assert ES.successes_by_difficulty(rows) == "d1 1/2, d2 2/2, d5 0/1"
 
 
 # --- GRPO's paired change (final - stage_0) and pooled replays -------------------------
