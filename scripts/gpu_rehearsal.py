@@ -7,11 +7,13 @@
 For each profile installed here (``unsloth`` when it imports, then ``peft``) it runs
 ``scripts/train_trl.py``'s ``main`` in a fresh process on the real Qwen2.5-1.5B-Instruct
 architecture with RANDOM weights (``lifestack/data/model_configs``; the tokenizer is
-Qwen2.5's own rebuilt offline by the qwen extra, else the trainer's tiny one), twice:
+Qwen2.5's own rebuilt offline by the qwen extra, else the trainer's tiny one), three times:
 
 1. single decisions: two GRPO steps, the stage's on-policy states and held-out
    evaluation, the final evaluation (2 episodes) and the model card;
-2. episode mode (``HORIZON=2``): one GRPO step of closed-loop episodes, its evaluations.
+2. episode mode (``HORIZON=2``): one GRPO step of closed-loop episodes, its evaluations;
+3. a KL penalty (``BETA=0.04``) over two stages after a two-step warm start: every stage's
+   reference is GRPO's start (``lifestack.training.kl_reference``).
 
 It prints, per profile and run: seconds per GRPO step (TRL's ``step_time``, the median),
 completion tokens per second of step time, peak GPU memory (``max_memory_allocated``;
@@ -55,6 +57,10 @@ RUNS = {  # name -> overrides on top of the shared ones below
     "single": ["--N_PROMPTS_PER_STAGE=2", "--ON_POLICY_STATES=0.5", "--N_EVAL_PROMPTS=4", "--N_EVAL_EPISODES=2"],
     "episodes": ["--HORIZON=2", "--N_PROMPTS_PER_STAGE=1", "--ON_POLICY_STATES=0.0", "--N_EVAL_PROMPTS=2",
                  "--N_EVAL_EPISODES=1", "--MAX_SEQ_LENGTH=4096"],
+    # a KL penalty over two stages after a warm start: the reference is GRPO's start in both
+    # (lifestack.training.kl_reference; a LoRA model's second stage used to stop on TRL's "ref" adapter)
+    "kl": ["--BETA=0.04", "--N_STAGES=2", "--WARM_START_SFT_STEPS=2", "--N_PROMPTS_PER_STAGE=1",
+           "--ON_POLICY_STATES=0.0", "--N_EVAL_PROMPTS=2", "--N_EVAL_EPISODES=1"],
 }
 BATCH = 4  # PER_DEVICE_BATCH_SIZE = NUM_GENERATIONS: one prompt's group per GRPO step
 

@@ -48,6 +48,7 @@ from lifestack.training.run_evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
 
+from lifestack.training.kl_reference import build_with_reference  # noqa: E402
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.grpo_rewards import (  # noqa: E402
@@ -89,7 +90,7 @@ HORIZON = 1  # decisions per GRPO sample: 1 = one action per prompt; > 1 = close
 ON_POLICY_STATES = 0.0  # share of each stage's prompts at a state the stage's model reached itself (greedy, 1+ steps on)
 ENV_URL = ""  # episode mode: play episodes on a `python -m lifestack.serve` server at this URL ("" = in-process)
 TEMPERATURE = 1.0  # sampling temperature for GRPO generations
-BETA = 0.0  # KL coefficient (0: no reference model, TRL's default)
+BETA = 0.0  # KL coefficient toward GRPO's start (stage_0, else the base model; 0: no reference, TRL's default)
 REWARD_WEIGHTS = {  # the rewards GRPO optimises, by name, and their weights (leave a name out to leave that reward out)
     "reward_format_fn": 1.0, "reward_plausibility_fn": 0.5, "reward_task_success_fn": 2.0,
     "reward_milestone_fn": 1.0, "reward_reasoning_fn": 0.5, "reward_human_feedback_fn": 0.5,
@@ -394,9 +395,14 @@ def stage_trainer(model, tokenizer, cfg: dict[str, Any], stage: int, dataset, pa
     from trl import GRPOTrainer
 
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(paths.tensorboard(stage))  # REPORT_TO: kept after the stage
-    return GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]),
-                       args=grpo_config(cfg, stage, paths.checkpoints(stage)), train_dataset=dataset,
-                       processing_class=tokenizer, **episode_rollout(cfg, announce=announce))
+    trainer, reference = build_with_reference(  # BETA > 0: the KL reference is GRPO's start in every stage
+        lambda: GRPOTrainer(model=model, reward_funcs=chosen_rewards(REWARD_FUNCS, cfg["REWARD_WEIGHTS"]),
+                            args=grpo_config(cfg, stage, paths.checkpoints(stage)), train_dataset=dataset,
+                            processing_class=tokenizer, **episode_rollout(cfg, announce=announce)),
+        model, cfg, paths)
+    if announce and cfg["BETA"] > 0:
+        log(f"[kl] BETA={cfg['BETA']}: the KL penalty's reference is {reference}")
+    return trainer
 
 
 def episode_rollout(cfg: dict[str, Any], announce: bool) -> dict[str, Any]:

@@ -6,6 +6,7 @@
 - ``decisions``: single decisions or episodes, the one place that branches on ``HORIZON``.
 - ``tiny_model``: the CPU profile's tiny Qwen2 model and offline tokenizer.
 - ``models``: precision, loading (Unsloth, transformers + PEFT, tiny), saving, merging.
+- ``kl_reference``: GRPO's KL reference (``BETA > 0``) held at GRPO's start in every stage.
 - ``fast_cpu``: the CPU profile's shortcuts (the same mathematics, less work).
 - ``generation``: generating with the policy (left padding, the profile's mode switch).
 - ``grpo_rewards``: what the six GRPO reward functions share (names, format score, the

@@ -92,6 +92,14 @@ def import_unsloth():
     return unsloth
 
 
+def base_model_name(cfg: dict[str, Any]) -> str:
+    """Where the profile's fresh base model loads from: the CPU profile's tiny model folder
+    (``CPU_BASE_DIR``, by default ``OUTPUT_DIR/cpu_base_model``), else ``MODEL_NAME``."""
+    if cfg["_PROFILE"] == "cpu":
+        return str(Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model"))
+    return cfg["MODEL_NAME"]
+
+
 def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner: bool = True, collective: bool = True):
     """(model, tokenizer) for the configured profile.
 
@@ -118,7 +126,7 @@ def load_model(cfg: dict[str, Any], init_from: str | Path | None = None, banner:
     from transformers import AutoTokenizer
 
     if profile == "cpu":
-        base = Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model")
+        base = Path(base_model_name(cfg))
         if is_main_process():
             build_tiny_model(base, cfg["SEED"])
         if collective:
@@ -174,8 +182,15 @@ def unwrap(model):
 
 
 def save_model(model, tokenizer, directory: Path) -> None:
+    """The policy and its tokenizer in ``directory``: full weights, or the trained LoRA
+    adapter alone (not the KL reference's frozen copy, ``kl_reference``)."""
     directory.mkdir(parents=True, exist_ok=True)
-    unwrap(model).save_pretrained(directory)
+    core = unwrap(model)
+    adapters = list(getattr(core, "peft_config", {}) or {})
+    if len(adapters) > 1:
+        core.save_pretrained(directory, selected_adapters=[core.active_adapter])
+    else:
+        core.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
 
 
