@@ -211,7 +211,7 @@ def create_app(service: LifeStackService, max_body_bytes: int = DEFAULT_MAX_BODY
             await websocket.close(code=1013)  # "try again later"
             return
         try:
-            await ws_session(websocket, service, session.id)
+            await ws_session(websocket, service, session.id, max_body_bytes)
         except WebSocketDisconnect:  # the client left mid-answer; nothing to tell it
             pass
         finally:
@@ -224,9 +224,12 @@ def ws_error(err: ServiceError) -> dict[str, Any]:
     return {"type": "error", "data": {"message": err.message, "code": err.code, "status": err.status, **err.extra}}
 
 
-async def ws_session(websocket: WebSocket, service: LifeStackService, session_id: str) -> None:
+async def ws_session(websocket: WebSocket, service: LifeStackService, session_id: str,
+                     max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> None:
     """One connection's messages, answered in order. An error answers that message and
-    the session goes on; silence longer than the idle timeout ends it."""
+    the session goes on; silence longer than the idle timeout ends it. A message over
+    ``max_bytes`` closes the connection (1009) unread, whatever limit the launcher gave
+    uvicorn (``uvicorn lifestack.serve:app`` keeps uvicorn's 16 MiB)."""
     timeout = service.sessions.idle_timeout
     while True:
         try:
@@ -238,6 +241,9 @@ async def ws_session(websocket: WebSocket, service: LifeStackService, session_id
         if message["type"] == "websocket.disconnect":
             return
         raw = message.get("text") if message.get("text") is not None else message.get("bytes") or b""
+        if message_bytes(raw) > max_bytes:
+            await websocket.close(code=1009)  # "message too big"
+            return
         try:
             reply = ws_reply(service, session_id, parse_json(raw))
         except ServiceError as err:
@@ -250,6 +256,11 @@ async def ws_session(websocket: WebSocket, service: LifeStackService, session_id
             await websocket.close(code=1000)
             return
         await websocket.send_text(dumps(reply))
+
+
+def message_bytes(raw: str | bytes) -> int:
+    """A WebSocket message's size in bytes, as uvicorn's ``ws_max_size`` counts it (a text's UTF-8 length)."""
+    return len(raw.encode("utf-8", "surrogatepass")) if isinstance(raw, str) else len(raw)
 
 
 def ws_reply(service: LifeStackService, session_id: str, msg: Any) -> dict[str, Any] | None:
@@ -362,14 +373,21 @@ class MaskSessionIds(logging.Filter):
         return True
 
 
+def mask_session_ids_in_access_log() -> None:
+    """Add :class:`MaskSessionIds` to uvicorn's access logger, once (by name, so it holds for
+    whichever launcher configured uvicorn)."""
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, MaskSessionIds) for f in access.filters):
+        access.addFilter(MaskSessionIds())
+
+
 def uvicorn_server(app: FastAPI, max_body_bytes: int, access_log: bool = False,
                    header_timeout: float = DEFAULT_HEADER_TIMEOUT, keep_alive: float = DEFAULT_KEEP_ALIVE,
                    shutdown_timeout: float = DEFAULT_SHUTDOWN_TIMEOUT, **config: Any):
     import uvicorn
 
     # ws_max_size bounds a WebSocket message as max_body_bytes bounds an HTTP body (close code 1009).
-    if not any(isinstance(f, MaskSessionIds) for f in logging.getLogger("uvicorn.access").filters):
-        logging.getLogger("uvicorn.access").addFilter(MaskSessionIds())
+    mask_session_ids_in_access_log()
     cfg = uvicorn.Config(app, http=guarded_protocol(header_timeout), ws_max_size=max_body_bytes,
                          timeout_keep_alive=keep_alive, timeout_graceful_shutdown=shutdown_timeout,
                          access_log=access_log, log_level=config.pop("log_level", "warning"), **config)
@@ -408,6 +426,7 @@ def __getattr__(name: str) -> Any:
     # ``lifestack.serve:app`` (openenv.yaml, ``uvicorn lifestack.serve:app``): an app with the
     # default limits, built on first use rather than on import.
     if name == "app":
+        mask_session_ids_in_access_log()  # uvicorn's access log is on unless --no-access-log
         globals()["app"] = create_app(LifeStackService(DEFAULT_MAX_SESSIONS, DEFAULT_IDLE_TIMEOUT, DEFAULT_HORIZON,
                                                        max_sessions_per_client=DEFAULT_MAX_SESSIONS_PER_CLIENT),
                                       token=os.environ.get(TOKEN_ENV) or None)

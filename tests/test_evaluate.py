@@ -142,6 +142,19 @@ def test_saved_evaluations_pool_with_each_start_counted_once(tmp_path, capsys):
     assert json.loads(out.read_text())["paired"]["success"]["starts"] == 8
 
 
+def test_evaluations_on_adjacent_seeds_pool_as_different_starts(tmp_path):
+    """--seed 5 and --seed 6 reuse scenario seeds (seed + 1000 d + i) with the other task
+    family: different starts, which a key of seed and difficulty alone would merge."""
+    a = json.loads(saved_evaluation(tmp_path / "a.json", starts_seed=5, policy_seed=1).read_text())
+    b = json.loads(saved_evaluation(tmp_path / "b.json", starts_seed=6, policy_seed=1).read_text())
+    seeds_a = {(r["seed"], r["difficulty"]) for r in a["episodes"]["random"]}
+    assert seeds_a & {(r["seed"], r["difficulty"]) for r in b["episodes"]["random"]}  # the scenario seeds overlap
+    assert E.pool_saved([("a", a), ("b", b)])[1]["success"]["starts"] == 8  # yet all 8 starts count
+    old = {**a, "episodes": {k: [{f: v for f, v in r.items() if f != "domain"} for r in rows]
+                             for k, rows in a["episodes"].items()}}
+    assert E.pool_saved([("old", old)])[1]["success"]["starts"] == 4  # a file saved before domains still reads
+
+
 def test_saved_evaluations_that_do_not_pool_are_one_line_and_exit_2(tmp_path, capsys):
     good = saved_evaluation(tmp_path / "good.json", 5, 1)
     doc = json.loads(good.read_text())

@@ -583,3 +583,43 @@ def test_session_ids_never_reach_the_access_log():
                                ("127.0.0.1:5", "GET", f"/state?session_id={sid}", "1.1", 200), None)
     assert MaskSessionIds().filter(record)
     assert sid not in record.getMessage() and "<session>" in record.getMessage()
+
+
+def test_the_app_itself_bounds_a_websocket_message_and_masks_the_access_log(monkeypatch):
+    """``uvicorn lifestack.serve:app`` gives uvicorn none of ``python -m lifestack.serve``'s
+    settings (its WebSocket limit stays 16 MiB, its access log on): the app's own limit
+    closes an oversized message (1009) and the access log still masks session ids."""
+    import logging
+    import socket
+    import uvicorn
+
+    import lifestack.serve as S
+
+    access = logging.getLogger("uvicorn.access")
+    monkeypatch.setattr(access, "filters", [])
+    monkeypatch.delitem(S.__dict__, "app", raising=False)
+    assert S.app is S.app  # built on first use
+    assert any(isinstance(f, S.MaskSessionIds) for f in access.filters)
+    small = S.create_app(LifeStackService(max_sessions=4, idle_timeout=30, horizon=3), max_body_bytes=2000)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(small, log_level="warning"))  # uvicorn's defaults, as its CLI
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            time.sleep(0.01)
+        ws_url = f"ws://127.0.0.1:{sock.getsockname()[1]}/ws"
+        with ws_client.connect(ws_url, max_size=None) as ws:
+            ws.send(json.dumps({"type": "reset", "data": {"seed": 7, "difficulty": 2}}))
+            assert json.loads(ws.recv(timeout=10))["type"] == "observation"
+            ws.send(json.dumps({"type": "step", "data": {"text": "é" * 1500}}))  # 1,500 characters, 3,000+ bytes
+            with pytest.raises(Exception):
+                ws.recv(timeout=10)
+            assert ws.close_code == 1009
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

@@ -56,11 +56,18 @@ class Played:
     episode_reward: float = 0.0
     route_statuses: list[str] = field(default_factory=list)  # per decision: the env's route_status, or "invalid"
     episode: Any = None  # horizon > 1: the played lifestack.episodes.Episode
+    domain: str = ""  # the task family; with seed and difficulty it names the start ("" in files saved before it)
 
     SAVED = ("start", "difficulty", "seed", "rewards", "valid", "decision", "regret", "outcome", "episode_reward")
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.SAVED}
+        return {**{k: getattr(self, k) for k in self.SAVED}, "domain": self.domain}
+
+    @property
+    def start_key(self) -> tuple[int, int, str]:
+        """Which start this was: ``sample_scenario``'s seed and difficulty and the task family
+        (evaluations on nearby ``--seed`` values reuse a scenario seed with the other family)."""
+        return self.seed, self.difficulty, self.domain
 
     @classmethod
     def from_dict(cls, d: Any) -> Played:
@@ -79,7 +86,9 @@ class Played:
                 and all(number(x) for k in ("rewards", "decision", "regret") for x in d[k])
                 and all(isinstance(v, bool) for v in d["valid"])):
             raise ValueError("an episode row holds a field of the wrong kind (numbers must be finite)")
-        return cls(**{k: d[k] for k in cls.SAVED})
+        if not isinstance(d.get("domain", ""), str):
+            raise ValueError("an episode row's domain must be a string")
+        return cls(**{k: d[k] for k in cls.SAVED}, domain=d.get("domain", ""))
 
 
 def episode_starts(episodes_per_difficulty: int, difficulties: Sequence[int], seed: int,
@@ -133,7 +142,7 @@ class _Live:
     conversation), and what has been recorded so far."""
 
     def __init__(self, i: int, sc: Scenario, horizon: int) -> None:
-        self.played = Played(i, sc.difficulty, sc.seed)
+        self.played = Played(i, sc.difficulty, sc.seed, domain=sc.domain)
         self.sc, self.horizon = sc, horizon
         self.seed = sc.seed
         if horizon > 1:
@@ -285,8 +294,8 @@ def by_difficulty(played: Sequence[Played]) -> dict[str, dict[str, dict[str, Any
 def paired(a: Sequence[Played], b: Sequence[Played]) -> dict[str, dict[str, Any]]:
     """``b - a`` over the same starts: episode reward and success, with 95 % intervals.
 
-    ``a[i]`` and ``b[i]`` are one start played by the two players. A start (its seed and
-    difficulty) that appears more than once, as when several runs' evaluations of the same
+    ``a[i]`` and ``b[i]`` are one start played by the two players. A start (its seed,
+    difficulty and task family: ``Played.start_key``) that appears more than once, as when several runs' evaluations of the same
     starts are pooled, counts once, with the mean of its differences: the interval is over
     starts, as the learning check's is over prompts."""
     return {key: {"mean": statistics.mean(diffs) if diffs else None, "ci95": list(bootstrap_ci(diffs)) if diffs else None,
@@ -301,11 +310,11 @@ def start_differences(a: Sequence[Played], b: Sequence[Played]) -> dict[str, lis
         raise ValueError(f"paired episodes must come from the same starts, as many on each side ({len(a)} vs {len(b)})")
     out = {}
     for key, get in (("episode_reward", lambda p: p.episode_reward), ("success", lambda p: float(p.outcome == "success"))):
-        by_start: dict[tuple[int, int], list[float]] = {}
+        by_start: dict[tuple[int, int, str], list[float]] = {}
         for x, y in zip(a, b):
-            if (x.seed, x.difficulty) != (y.seed, y.difficulty):
-                raise ValueError("paired episodes must start from the same state (seed and difficulty)")
-            by_start.setdefault((x.seed, x.difficulty), []).append(get(y) - get(x))
+            if x.start_key != y.start_key:
+                raise ValueError("paired episodes must start from the same state (seed, difficulty and task family)")
+            by_start.setdefault(x.start_key, []).append(get(y) - get(x))
         out[key] = [statistics.mean(v) for v in by_start.values()]
     return out
 

@@ -137,7 +137,8 @@ def run_episodes(model, tokenizer, cfg: dict[str, Any], n: int, seed: int, run: 
 def rows_as_played(rows: Sequence[dict[str, Any]]) -> list[Played]:
     """Final-evaluation rows (``eval_episodes.jsonl``'s) as ``Played`` episodes, each row's
     reward as the episode's, for ``episode_play``'s paired comparisons."""
-    return [Played(start=i, difficulty=r["difficulty"], seed=r["seed"], outcome=r["outcome"], episode_reward=r["reward"])
+    return [Played(start=i, difficulty=r["difficulty"], seed=r["seed"], outcome=r["outcome"], episode_reward=r["reward"],
+                   domain=r.get("domain", ""))
             for i, r in enumerate(rows)]
 
 
