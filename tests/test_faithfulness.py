@@ -64,6 +64,18 @@ def test_true_amounts_score_full_whatever_the_form(hours, dollars, energy, forms
     assert score(f"I reschedule for revert_merge and pay {h}, {m} and {e}.", a) == 1.0
 
 
+@settings(max_examples=100, deadline=None)
+@given(minutes=st.integers(1, 600), thousands=st.integers(1, 90), form=st.integers(0, 2))
+def test_minutes_an_hour_and_thousands_of_dollars_read_as_their_amounts(minutes, thousands, form):
+    """The table's other forms: "90 minutes", "an hour", "$1.2k"."""
+    dollars = thousands * 100.0  # $0.1k .. $9.0k
+    time = [minutes / 60, 1.0, 1.0][form]
+    h = [f"{minutes} minutes", "an hour", "one hour"][form]
+    a = action(time=round(time, 4), money=dollars, energy=0.0)
+    assert score(f"I pay {h} and ${dollars / 1000:g}k.", a, truths={"time": (), "money": (), "energy": ()}) == 1.0
+    assert score(f"I pay {h} and ${3 * dollars / 1000:g}k.", a, truths={"time": (), "money": (), "energy": ()}) < 1.0
+
+
 @settings(max_examples=200, deadline=None)
 @given(cost=st.floats(0.5, 9.0), factor=st.floats(1.2, 6.0))
 def test_wrong_amounts_cost_in_proportion_to_how_wrong(cost, factor):
