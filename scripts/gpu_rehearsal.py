@@ -15,6 +15,10 @@ Qwen2.5's own rebuilt offline by the qwen extra, else the trainer's tiny one), t
 3. a KL penalty (``BETA=0.04``) over two stages after a two-step warm start: every stage's
    reference is GRPO's start (``lifestack.training.kl_reference``).
 
+Each run also records the optimisation settings its trainer holds (``trainer_args``) and
+fails when one differs from what ``grpo_config`` states (Unsloth's GRPOConfig has other
+defaults: 8-bit AdamW, weight decay, warmup, another loss).
+
 It prints, per profile and run: seconds per GRPO step (TRL's ``step_time``, the median),
 completion tokens per second of step time, peak GPU memory (``max_memory_allocated``;
 peak RSS on a CPU), and the padding side seen at every ``generate`` call, split into
@@ -63,6 +67,11 @@ RUNS = {  # name -> overrides on top of the shared ones below
            "--ON_POLICY_STATES=0.0", "--N_EVAL_PROMPTS=2", "--N_EVAL_EPISODES=1"],
 }
 BATCH = 4  # PER_DEVICE_BATCH_SIZE = NUM_GENERATIONS: one prompt's group per GRPO step
+# The settings train_trl.grpo_config states because Unsloth's GRPOConfig changes their defaults,
+# as the built trainer must hold them (str of the value)
+STATED_ARGS = {"optim": "adamw_torch_fused", "weight_decay": "0.0", "warmup_steps": "0",
+               "lr_scheduler_type": "linear", "loss_type": "bnpo", "top_k": "0", "top_p": "1.0",
+               "mask_truncated_completions": "False", "epsilon_high": "None"}
 
 
 def overrides(profile: str, model_dir: Path, work: Path, run: str) -> list[str]:
@@ -143,6 +152,16 @@ def one_run(profile: str, model_dir: Path, work: Path, run: str) -> dict[str, An
 
     T.load_model = recording(T.load_model)
     EV.load_model = recording(EV.load_model)
+    seen_args: dict[str, Any] = {}
+    build_stage_trainer = T.stage_trainer
+
+    def stage_trainer(*args, **kwargs):  # the optimisation settings as the trainer holds them (Unsloth rewrites defaults)
+        trainer = build_stage_trainer(*args, **kwargs)
+        seen_args.update({k: str(getattr(getattr(trainer.args, k, None), "value", getattr(trainer.args, k, None)))
+                          for k in STATED_ARGS})
+        return trainer
+
+    T.stage_trainer = stage_trainer
     cuda = torch.cuda.is_available() and profile != "cpu"
     if cuda:
         torch.cuda.reset_peak_memory_stats()
@@ -169,7 +188,7 @@ def one_run(profile: str, model_dir: Path, work: Path, run: str) -> dict[str, An
     return {"profile": profile, "run": run, "status": status, "wall_seconds": round(wall, 1),
             "grpo_steps": len(steps), "s_per_step": s_per_step, "tokens_per_s": tokens,
             "peak_memory_gib": round(peak, 2), "peak_memory_of": "GPU allocated" if cuda else "process RSS",
-            "generate_padding": sides,
+            "generate_padding": sides, "trainer_args": seen_args,
             "device": torch.cuda.get_device_name() if cuda else "cpu"}
 
 
@@ -185,6 +204,9 @@ def problems(result: dict[str, Any]) -> list[str]:
         out.append(f"generate calls outside GRPO padded {bad}")
     if not result.get("grpo_steps"):
         out.append("no GRPO step was logged")
+    changed = {k: v for k, v in result.get("trainer_args", {}).items() if v != STATED_ARGS[k]}
+    if changed:
+        out.append(f"the trainer does not hold the stated settings: {changed}")
     return out
 
 

@@ -36,7 +36,7 @@ from lifestack.task_reward import P_IMPLAUSIBLE, P_UNAFFORDABLE  # noqa: E402
 from lifestack.scenarios import Scenario, sample_scenarios  # noqa: E402
 from lifestack.training import config, seeds  # noqa: E402
 from lifestack.training.checks import (  # noqa: E402
-    check_env_server, check_episode_length, check_vllm, colocate_problem, installed_versions, unsloth_problem,
+    check_env_server, check_episode_length, check_report_to, check_vllm, installed_versions, unsloth_problem, vllm_stage_problem,
 )
 from lifestack.training.context import RunContext  # noqa: E402
 from lifestack.training.decisions import decisions  # noqa: E402
@@ -48,7 +48,7 @@ from lifestack.training.run_evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
 
-from lifestack.training.kl_reference import build_with_reference  # noqa: E402
+from lifestack.training.kl_reference import build_with_reference, grpo_start, load_checkpoint_policy  # noqa: E402
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.grpo_rewards import (  # noqa: E402
@@ -335,6 +335,12 @@ def grpo_config(cfg: dict[str, Any], stage: int, output_dir: Path):
         use_cpu=not cuda, remove_unused_columns=False,
         gradient_checkpointing=cfg["_PROFILE"] != "cpu",  # TRL's default, but on CPU: the tiny model needs no memory saved
         disable_tqdm=not is_main_process(),
+        # Stated, not left to defaults, since Unsloth's GRPOConfig changes them (8-bit AdamW, weight decay, 10 % warmup,
+        # "bnpo", top_k from the model's generation config): every profile trains the same way. Each stage's rate
+        # decays linearly to 0 within it. "bnpo" is TRL's default "dapo" with one process and no accumulation;
+        # under Unsloth "dapo" would also mask truncated completions and raise epsilon_high to 0.28.
+        optim="adamw_torch_fused", weight_decay=0.0, lr_scheduler_type="linear", warmup_steps=0,
+        loss_type="bnpo", top_k=0, top_p=1.0,
     )
     if cfg["USE_VLLM"]:
         kwargs.update(use_vllm=True, vllm_mode=cfg["VLLM_MODE"])
@@ -364,8 +370,11 @@ def train_curriculum(model, tokenizer, cfg: dict[str, Any], state: dict[str, Any
                                    advance=policy_advance(model, tokenizer, cfg))
         trainer = stage_trainer(model, tokenizer, cfg, stage, dataset, paths, announce=stage == state["next_stage"])
         resume = last_checkpoint(paths.checkpoints(stage)) if cfg["RESUME"] else None
+        dropped = config.dropped_prompts(cfg, world_info()[1])
         log(f"[stage {stage}/{cfg['N_STAGES']}] difficulty {difficulty}, {len(dataset)} prompts"
-            + (f", resuming from {resume}" if resume else ""))
+            + (f" ({dropped} left out: they do not fill a GRPO step of {config.prompts_per_step(cfg, world_info()[1])})"
+               if dropped else "") + (f", resuming from {resume}" if resume else ""))
+        load_checkpoint_policy(trainer, resume)  # a LoRA checkpoint with the KL reference's adapter in it
         RUN.signatures = {}  # the integrity watch reads this stage's completions only
         reward_t0, t0 = RUN.reward_seconds, time.perf_counter()
         trainer.train(resume_from_checkpoint=resume)  # train
@@ -484,6 +493,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"config error: {problem}", file=sys.stderr)
             return 2
     check_vllm(cfg)
+    check_report_to(cfg)
     check_env_server(cfg)
     init_distributed()
     RUN.feedback.configure(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
@@ -505,15 +515,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = RunPaths.of(cfg)
     state = start_run(cfg)  # the run's state, in memory from here to finish_run
     done_stages = state["next_stage"] - 1
-    problem = colocate_problem(cfg, done_stages)
+    problem = vllm_stage_problem(cfg, done_stages)
     if problem:
         print(f"config error: {problem}", file=sys.stderr)
         return 2
-    init_from = paths.stage(done_stages) if done_stages >= 1 else None
+    mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1), quiet=True) if cfg["RESUME"] else None
+    # the model the next stage starts from (a checkpoint inside it restores its weights; the stage's
+    # on-policy prompts are played by this model before, as in the run that stopped)
+    init_from = paths.stage(done_stages) if done_stages >= 1 else grpo_start(paths) if mid_stage else None
     model, tokenizer = load_model(cfg, init_from)
     check_episode_length(cfg, model, tokenizer)
-    mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1), quiet=True) if cfg["RESUME"] else None
-    if init_from is None and not mid_stage:
+    if done_stages == 0 and not mid_stage:
         if is_main_process():  # a fresh run starts fresh logs
             RUN.log.close()
             for path in (paths.generations, paths.train_history):

@@ -29,6 +29,8 @@ def test_the_pass_rule_fails_on_right_padding_outside_grpo_a_failed_run_or_no_st
     assert "no GRPO step was logged" in R.problems(result(grpo_steps=0))
     assert "no evaluation generate call was seen" in R.problems(result(generate_padding={"grpo": {"left": 1}}))
     assert "PROBLEM" in R.line(result(status=1)) and "PROBLEM" not in R.line(result())
+    drifted = result(trainer_args={**R.STATED_ARGS, "optim": "adamw_8bit"})  # as Unsloth's defaults would make it
+    assert "does not hold the stated settings" in " ".join(R.problems(drifted))
 
 
 def last(args: list[str], key: str) -> str:
@@ -55,4 +57,5 @@ def test_the_rehearsal_runs_every_run_on_the_cpu_profile(tmp_path):
     assert [(r["profile"], r["run"]) for r in rows] == [("cpu", "single"), ("cpu", "episodes"), ("cpu", "kl")]
     for r in rows:
         assert r["status"] == 0 and r["grpo_steps"] >= 1 and r["s_per_step"] > 0 and r["tokens_per_s"] > 0
+        assert r["trainer_args"] == R.STATED_ARGS and not R.problems(r)
         assert set(r["generate_padding"]["other"]) <= {"left", "none"} and r["generate_padding"]["grpo"]

@@ -174,6 +174,8 @@ def test_interrupted_stage_resumes_from_step_checkpoint(tmp_path):
     resumed = train(tmp_path, "--N_STAGES=1", "--N_PROMPTS_PER_STAGE=8", "--N_EVAL_EPISODES=2")
     assert resumed.stdout.count(f"{torn.name} is incomplete") == 1  # said once, where the stage resumes
     assert f"resuming from lifestack_model/stage_1/checkpoints/checkpoint-{whole}\n" in resumed.stdout
+    # the stage's on-policy prompts are played by GRPO's start again, not by the base model
+    assert "[setup] resuming after stage 0 from lifestack_model/stage_0\n" in resumed.stdout
     state = json.loads((tmp_path / "lifestack_model" / "curriculum_state.json").read_text())
     assert state["finished"] and state["stages"][0]["steps"] == 8
 

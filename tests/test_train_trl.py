@@ -586,6 +586,22 @@ def test_grpo_config_maps_vllm_server_mode(tmp_path):
     assert args.use_vllm and args.vllm_mode == "server" and args.vllm_server_port == 8123
 
 
+@pytest.mark.parametrize("profile", ["cpu", "peft", "unsloth"])
+def test_grpo_config_states_what_unsloth_would_change(tmp_path, profile):
+    """Unsloth's GRPOConfig replaces TRL's defaults (8-bit AdamW, weight decay 0.001, 10 %
+    warmup, loss "bnpo" or dapo's extras, top_k from the model): the trainer states them, so
+    every profile trains alike."""
+    cfg = T.build_config([], profile=profile)
+    cfg["_PROFILE"] = "cpu"  # build the TRL config on this CPU machine
+    args = T.grpo_config(cfg, 2, tmp_path)
+    value = lambda x: getattr(x, "value", x)  # noqa: E731  (transformers' enums)
+    assert (value(args.optim), args.weight_decay, args.warmup_steps, value(args.lr_scheduler_type)) == (
+        "adamw_torch_fused", 0.0, 0, "linear")
+    assert (args.loss_type, args.top_k, args.top_p) == ("bnpo", 0, 1.0)
+    assert not args.mask_truncated_completions and args.epsilon_high is None
+    assert args.learning_rate == T.config.stage_learning_rate(cfg, 2) and args.seed == cfg["SEED"] + 2
+
+
 # ------------------------------------------------------------------------------------
 # episode mode (HORIZON > 1)
 # ------------------------------------------------------------------------------------

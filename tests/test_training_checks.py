@@ -18,14 +18,29 @@ def test_use_vllm_without_vllm_names_the_install_command(monkeypatch):
         CK.check_vllm(cfg)
 
 
-def test_vllm_colocate_trains_at_most_one_stage_per_process():
+def test_vllm_trains_at_most_one_stage_per_process_in_either_mode():
     cfg = T.default_config()
     cfg.update(USE_VLLM=True, VLLM_MODE="colocate", N_STAGES=5)
-    assert "would start 5 vLLM engines" in CK.colocate_problem(cfg, done_stages=0)
-    assert "--N_STAGES=3" in CK.colocate_problem(cfg, done_stages=2)
-    assert CK.colocate_problem(cfg, done_stages=4) is None  # one stage left
-    assert CK.colocate_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0) is None
-    assert CK.colocate_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
+    assert "would start 5 vLLM engines" in CK.vllm_stage_problem(cfg, done_stages=0)
+    assert "--N_STAGES=3" in CK.vllm_stage_problem(cfg, done_stages=2)
+    assert CK.vllm_stage_problem(cfg, done_stages=4) is None  # one stage left
+    # server mode: each stage's trainer opens a weight-sync group on the same port, the last one still open
+    assert "open 5 weight-sync groups" in CK.vllm_stage_problem({**cfg, "VLLM_MODE": "server"}, done_stages=0)
+    assert CK.vllm_stage_problem({**cfg, "VLLM_MODE": "server"}, done_stages=4) is None
+    assert CK.vllm_stage_problem({**cfg, "USE_VLLM": False}, done_stages=0) is None
+
+
+@pytest.mark.parametrize("logger, module", [("tensorboard", "tensorboard"), ("wandb", "wandb")])
+def test_report_to_a_logger_that_is_not_installed_stops_before_a_model_loads(monkeypatch, logger, module):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in (module, "tensorboardX") else real(name, *a))
+    with pytest.raises(SystemExit, match=f"pip install {module}"):
+        CK.check_report_to(T.build_config([f"--REPORT_TO={logger}"], profile="cpu"))
+    CK.check_report_to(T.build_config(["--REPORT_TO=none"], profile="cpu"))  # nothing to load
+    CK.check_report_to(T.build_config(["--REPORT_TO=auto"], profile="cpu"))  # TensorBoard only when installed
 
 
 @pytest.mark.parametrize("versions,refused", [

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
 from script_run import isolated  # noqa: E402,F401  (autouse)
 
-from lifestack.training.kl_reference import REF, grpo_start  # noqa: E402
+from lifestack.training.kl_reference import REF, grpo_start, load_checkpoint_policy  # noqa: E402
 from lifestack.training.models import load_model, save_model, unwrap  # noqa: E402
 from lifestack.training.run_state import RunPaths  # noqa: E402
 
@@ -112,3 +112,34 @@ def test_beta_zero_builds_no_reference(tmp_path, tiny_model_dir):
     model, tok = load_model(cfg, banner=False)
     trainer = stage_trainer(model, tok, cfg, 1)
     assert trainer.ref_model is None and REF not in unwrap(trainer.model).peft_config
+
+
+def test_a_lora_checkpoint_with_the_reference_resumes_its_trained_adapter(tmp_path, tiny_model_dir):
+    """A step checkpoint holds the "ref" adapter in a subfolder, and transformers then loads
+    only the subfolders on resume: the trained adapter must come back all the same."""
+    from lifestack.training.run_state import last_checkpoint
+
+    cfg = config(tmp_path, tiny_model_dir, "--USE_LORA=True", "--BETA=0.1", "--N_PROMPTS_PER_STAGE=2",
+                 "--SAVE_STEPS=1", "--LEARNING_RATES=[0.01]", "--ON_POLICY_STATES=0.0")
+    paths = RunPaths.of(cfg)
+    model, tok = load_model(cfg, banner=False)
+    nudge(model, "lora_B", seed=6)
+    save_model(model, tok, paths.stage(0))
+    start = weights(model, ".default.", strip=".default")
+    trainer = stage_trainer(model, tok, cfg, 1)
+    trainer.train()
+    nudge(unwrap(trainer.model), ".default.", seed=7)  # a random model's rewards tie, so GRPO moved nothing: move it
+    trainer._save_checkpoint(trainer.model, trial=None)  # the step checkpoint, as save_steps writes it
+    trained = weights(unwrap(trainer.model), ".default.")
+    checkpoint = last_checkpoint(paths.checkpoints(1), quiet=True)
+    assert (Path(checkpoint) / REF).is_dir()  # the reference travels in the checkpoint's subfolder
+
+    again, tok2 = load_model(cfg, init_from=paths.stage(0), banner=False)  # as main() resumes inside stage 1
+    resumed = stage_trainer(again, tok2, cfg, 1)
+    load_checkpoint_policy(resumed, checkpoint)
+    resumed._load_from_checkpoint(checkpoint)  # what trainer.train(resume_from_checkpoint=...) does first
+    after = weights(unwrap(resumed.model), ".default.")
+    assert all(torch.equal(after[k], trained[k]) for k in trained)
+    ref = weights(unwrap(resumed.model), f".{REF}.", strip=f".{REF}")
+    assert ref.keys() == start.keys() and all(torch.equal(ref[k], start[k]) for k in start)  # still GRPO's start
+

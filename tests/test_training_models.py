@@ -36,3 +36,20 @@ def test_a_saved_model_folder_holds_full_weights_or_a_lora_adapter(tmp_path):
     odd = tmp_path / "odd"
     (odd / "config.json").mkdir(parents=True)  # a folder by that name is not the file
     assert not MD.is_saved_model(odd)
+
+
+def test_the_cpu_base_model_path_is_absolute_so_a_lora_adapter_finds_its_base_from_anywhere(tmp_path, monkeypatch):
+    """PEFT records the path the base was loaded from in adapter_config.json; a relative
+    OUTPUT_DIR made it relative, and evaluate.py run from another folder fell back to the hub."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import train_trl as T
+    from lifestack.training.models import base_model_name
+
+    monkeypatch.chdir(tmp_path)
+    cfg = T.build_config(["--OUTPUT_DIR=./runs/x"], profile="cpu")
+    assert Path(base_model_name(cfg)) == (tmp_path / "runs" / "x" / "cpu_base_model").resolve()
+    assert base_model_name({**cfg, "CPU_BASE_DIR": "base"}) == str((tmp_path / "base").resolve())
+    assert base_model_name({**cfg, "_PROFILE": "peft"}) == cfg["MODEL_NAME"]

@@ -12,14 +12,17 @@ from lifestack.training.distributed import log
 from lifestack.training.models import unwrap
 
 
-def colocate_problem(cfg: dict[str, Any], done_stages: int) -> str | None:
-    """vLLM colocate builds one engine per GRPOTrainer (TRL 1.14), so one process must train
-    at most one stage with it; a reason string when this run would train more."""
+def vllm_stage_problem(cfg: dict[str, Any], done_stages: int) -> str | None:
+    """TRL 1.14 sets up vLLM with each GRPOTrainer, and the curriculum builds one per stage:
+    colocate starts an engine per stage; server mode opens a weight-sync group per stage on
+    the same group port while the last stage's stays open until the process exits. So one
+    process trains at most one stage with vLLM; a reason string when this run would train more."""
     to_train = cfg["N_STAGES"] - done_stages
-    if cfg["USE_VLLM"] and cfg["VLLM_MODE"] == "colocate" and to_train > 1:
-        return (f"VLLM_MODE=colocate would start {to_train} vLLM engines in one process (one per stage); run one "
-                f"stage per process (--N_STAGES={done_stages + 1}, then {done_stages + 2}, ...: each rerun resumes) "
-                "or use --VLLM_MODE=server")
+    if cfg["USE_VLLM"] and to_train > 1:
+        what = ("start {} vLLM engines" if cfg["VLLM_MODE"] == "colocate" else "open {} weight-sync groups to the vLLM "
+                "server").format(to_train)
+        return (f"USE_VLLM with VLLM_MODE={cfg['VLLM_MODE']} would {what} in one process (one per stage); run one "
+                f"stage per process (--N_STAGES={done_stages + 1}, then {done_stages + 2}, ...: each rerun resumes)")
     return None
 
 
@@ -28,6 +31,16 @@ def check_vllm(cfg: dict[str, Any]) -> None:
 
     if cfg["USE_VLLM"] and importlib.util.find_spec("vllm") is None:
         raise SystemExit("USE_VLLM=True but vLLM is not installed: `pip install vllm` (GPU only), or set USE_VLLM=False")
+
+
+def check_report_to(cfg: dict[str, Any]) -> None:
+    """REPORT_TO names a logger transformers can load (it would stop the first stage's trainer)."""
+    import importlib.util
+
+    needs = {"tensorboard": ("tensorboard", "tensorboardX"), "wandb": ("wandb",)}.get(cfg["REPORT_TO"], ())
+    if needs and not any(importlib.util.find_spec(m) for m in needs):
+        raise SystemExit(f"REPORT_TO={cfg['REPORT_TO']} but {needs[0]} is not installed: `pip install {needs[0]}`, "
+                         "or set REPORT_TO=auto (TensorBoard when installed) or none")
 
 
 # The first releases whose replaced GRPO loss multiplies the loss mask by a rollout_func's

@@ -120,6 +120,10 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     batch = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
     need(batch % cfg["NUM_GENERATIONS"] == 0, "NUM_GENERATIONS",
          f"PER_DEVICE_BATCH_SIZE x GRAD_ACCUM_STEPS x processes = {batch} must be divisible by it")
+    per_step = prompts_per_step(cfg, world_size)
+    need(cfg["N_PROMPTS_PER_STAGE"] >= per_step, "N_PROMPTS_PER_STAGE",
+         f"must be at least the {per_step} prompts of one GRPO step (PER_DEVICE_BATCH_SIZE x GRAD_ACCUM_STEPS x "
+         "processes / NUM_GENERATIONS): a stage with fewer has no step")
     need(8 <= cfg["MAX_COMPLETION_LENGTH"] <= 8192, "MAX_COMPLETION_LENGTH", "must be in 8..8192")
     need(finite(cfg["TEMPERATURE"]) and cfg["TEMPERATURE"] > 0, "TEMPERATURE", "must be > 0")
     need(finite(cfg["BETA"]) and cfg["BETA"] >= 0, "BETA", "must be >= 0")
@@ -169,6 +173,18 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
          "profile only; use --DEVICE_PROFILE=peft")
     need(cfg["PUSH_TO_HUB"] == "" or re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", cfg["PUSH_TO_HUB"]) is not None,
          "PUSH_TO_HUB", "must be empty (off) or a hub repo id, owner/name")
+
+
+def prompts_per_step(cfg: dict[str, Any], world_size: int = 1) -> int:
+    """The prompts of one GRPO step, each with its NUM_GENERATIONS completions. TRL's sampler
+    drops a stage's last prompts when they do not fill a step."""
+    batch = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
+    return max(batch // cfg["NUM_GENERATIONS"], 1)
+
+
+def dropped_prompts(cfg: dict[str, Any], world_size: int = 1) -> int:
+    """How many of a stage's N_PROMPTS_PER_STAGE prompts TRL never trains on (a partial step)."""
+    return cfg["N_PROMPTS_PER_STAGE"] % prompts_per_step(cfg, world_size)
 
 
 def stage_learning_rate(cfg: dict[str, Any], stage: int) -> float:

@@ -104,3 +104,15 @@ def build_with_reference(build: Callable[[], Any], model, cfg: dict[str, Any], p
     with loaded_from(unwrap(model).config, name):
         trainer = build()
     return trainer, f"{name}, GRPO's start" if start else f"{name}, the base model (GRPO's start)"
+
+
+def load_checkpoint_policy(trainer, checkpoint: str | Path | None) -> None:
+    """Before ``trainer.train(resume_from_checkpoint=checkpoint)`` of a LoRA model with the
+    reference adapter: the checkpoint's trained adapter (its root), which transformers skips
+    when the checkpoint also holds adapter subfolders (``ref/``)."""
+    core = unwrap(trainer.model)
+    if checkpoint is None or not is_peft(core) or REF not in core.peft_config or not is_adapter(checkpoint):
+        return
+    from peft.utils import set_peft_model_state_dict
+
+    set_peft_model_state_dict(core, adapter_weights(Path(checkpoint)), adapter_name=core.active_adapter)

@@ -95,8 +95,8 @@ def import_unsloth():
 def base_model_name(cfg: dict[str, Any]) -> str:
     """Where the profile's fresh base model loads from: the CPU profile's tiny model folder
     (``CPU_BASE_DIR``, by default ``OUTPUT_DIR/cpu_base_model``), else ``MODEL_NAME``."""
-    if cfg["_PROFILE"] == "cpu":
-        return str(Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model"))
+    if cfg["_PROFILE"] == "cpu":  # absolute: a LoRA adapter records it as its base, to be found from anywhere
+        return str(Path(cfg["CPU_BASE_DIR"] or Path(cfg["OUTPUT_DIR"]) / "cpu_base_model").resolve())
     return cfg["MODEL_NAME"]
 
 
