@@ -297,3 +297,18 @@ def test_each_stage_takes_its_own_learning_rate_and_the_last_repeats():
     cfg = {"LEARNING_RATES": [5e-6, 4e-6, 2e-6]}
     assert [TC.stage_learning_rate(cfg, stage) for stage in range(1, 6)] == [5e-6, 4e-6, 2e-6, 2e-6, 2e-6]
     assert TC.stage_learning_rate({"LEARNING_RATES": [5e-5]}, 3) == 5e-5
+
+
+def test_a_stage_needs_at_least_one_grpo_steps_prompts_and_its_remainder_is_counted():
+    """TRL's sampler fills each GRPO step with PER_DEVICE_BATCH_SIZE x GRAD_ACCUM_STEPS x
+    processes / NUM_GENERATIONS prompts and drops a partial last one: a stage with fewer
+    prompts had no step and crashed after the warm start."""
+    cfg = T.build_config([], profile="cpu")  # 16 completions of 4: 4 prompts a step
+    assert TC.prompts_per_step(cfg) == 4 and TC.prompts_per_step(cfg, world_size=3) == 12
+    with pytest.raises(T.ConfigError, match="^N_PROMPTS_PER_STAGE: must be at least the 4 prompts"):
+        T.build_config(["--N_PROMPTS_PER_STAGE=3"], profile="cpu")
+    assert TC.dropped_prompts(T.build_config(["--N_PROMPTS_PER_STAGE=7"], profile="cpu")) == 3
+    assert TC.dropped_prompts(T.build_config([], profile="cpu")) == 0
+    with pytest.raises(T.ConfigError, match="N_PROMPTS_PER_STAGE"):  # 4 completions x 3 processes / 4: 3 a step
+        T.build_config(["--N_PROMPTS_PER_STAGE=2"], world_size=3, profile="peft")
+    T.build_config(["--N_PROMPTS_PER_STAGE=3"], world_size=3, profile="peft")
