@@ -14,7 +14,11 @@ moment, and the curriculum builds one trainer per stage:
 :func:`build_with_reference` builds the stage's trainer with the reference at GRPO's start
 instead: ``stage_0`` when the warm start saved it, else the base model (a fresh LoRA
 adapter, its ``lora_B`` zero, is the base model). The reference is never trained, so
-saves leave it out (``models.save_model``).
+saves leave it out (``models.save_model``); a step checkpoint holds it in a ``ref/``
+subfolder, and transformers' resume then loads only the subfolders, so
+:func:`load_checkpoint_policy` loads the trained adapter itself. Under Unsloth, whose
+trainer computes the reference with the adapters disabled (no ``"ref"``), the reference is
+the base model, and the returned line says so.
 """
 
 from __future__ import annotations
