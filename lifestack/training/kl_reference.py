@@ -16,9 +16,10 @@ instead: ``stage_0`` when the warm start saved it, else the base model (a fresh 
 adapter, its ``lora_B`` zero, is the base model). The reference is never trained, so
 saves leave it out (``models.save_model``); a step checkpoint holds it in a ``ref/``
 subfolder, and transformers' resume then loads only the subfolders, so
-:func:`load_checkpoint_policy` loads the trained adapter itself. Under Unsloth, whose
-trainer computes the reference with the adapters disabled (no ``"ref"``), the reference is
-the base model, and the returned line says so.
+:func:`load_checkpoint_policy` loads the trained adapter itself. Where a patched trainer
+computes the reference with the adapters disabled instead (no ``"ref"``: Unsloth's rewrite
+of TRL's trainer removes that block in some releases), the reference is the base model,
+and the returned line says so (the GPU rehearsal's ``kl`` run prints it).
 """
 
 from __future__ import annotations
