@@ -260,6 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             found = [ln for ln in proc.stdout.splitlines() if ln.startswith("REHEARSAL_RESULT ")]
             if found:
                 result = json.loads(found[-1].removeprefix("REHEARSAL_RESULT "))
+                kl = [ln for ln in proc.stdout.splitlines() if ln.startswith("[kl] ")]  # what the KL reference is
+                if kl:
+                    result["kl_reference"] = kl[0]
+                    print(kl[0], flush=True)
             else:
                 tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
                 result = {"profile": profile, "run": run, "status": proc.returncode, "error": "\n".join(tail)}

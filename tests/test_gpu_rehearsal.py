@@ -59,3 +59,4 @@ def test_the_rehearsal_runs_every_run_on_the_cpu_profile(tmp_path):
         assert r["status"] == 0 and r["grpo_steps"] >= 1 and r["s_per_step"] > 0 and r["tokens_per_s"] > 0
         assert r["trainer_args"] == R.STATED_ARGS and not R.problems(r)
         assert set(r["generate_padding"]["other"]) <= {"left", "none"} and r["generate_padding"]["grpo"]
+    assert "stage_0, GRPO's start" in rows[-1]["kl_reference"]  # the kl run's reference, as its trainer said
