@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from .episodes import Episode
+from .episodes import IDLE_ANSWER, Episode
 from .heuristic import heuristic
 from .scenarios import sample_scenario
 
@@ -143,31 +143,36 @@ def rollout_episodes(episodes: Sequence[Episode], tokenizer, generate: Callable[
 
 def episode_tokens(tokenizer, horizon: int, max_new_tokens: int, scenarios: int = 12, seed: int = 0) -> int:
     """About how many tokens the longest of ``scenarios`` episodes takes with this
-    tokenizer: the heuristic plays each until its task ends or ``horizon`` turns pass, and
-    ``horizon`` answers are counted at ``max_new_tokens`` each, whether played or not.
-    What a sequence-length limit must hold (prompt, answers and environment turns). A
-    policy whose rejected answers keep an episode going past where the heuristic's ends
-    adds those turns' short environment replies, which this does not count."""
+    tokenizer, counting ``horizon`` answers at ``max_new_tokens`` each: what a
+    sequence-length limit must hold (prompt, answers and environment turns). Each scenario
+    is played three ways, and the longest counts: by the heuristic (which often finishes
+    the task in 2-3 turns), by an answer that changes nothing (``IDLE_ANSWER``: every turn
+    played, as a weak policy's), and by an unparseable answer (every turn played, and each
+    reply repeats the answer format)."""
+    players = (heuristic, lambda _env: IDLE_ANSWER, lambda _env: "no action")
     longest = 0
     for i in range(scenarios):
-        ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)
-        while not ep.done:
-            ep.step(heuristic(ep.env))
-        n = len(chat_ids(tokenizer, ep.messages, False))
-        answers = sum(len(tokenizer(t.completion, add_special_tokens=False)["input_ids"]) for t in ep.turns)
-        longest = max(longest, n - answers + horizon * max_new_tokens)
+        for play in players:
+            ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)
+            while not ep.done:
+                ep.step(play(ep.env))
+            n = len(chat_ids(tokenizer, ep.messages, False))
+            answers = sum(len(tokenizer(t.completion, add_special_tokens=False)["input_ids"]) for t in ep.turns)
+            longest = max(longest, n - answers + horizon * max_new_tokens)
     return longest
 
 
 def make_rollout_func(horizon: int, make_episode: Callable[[Any, int], Episode] | None = None,
-                      on_rollout: Callable[[list[Episode], dict], None] | None = None) -> Callable:
+                      on_rollout: Callable[[list[Episode], dict, int], None] | None = None) -> Callable:
     """A ``rollout_func(prompts, trainer)`` for ``GRPOTrainer`` that plays each prompt as
     a closed-loop episode of at most ``horizon`` turns.
 
     ``make_episode(prompt, horizon)`` builds the episode (default: rebuilt in-process from
     the prompt's metadata; a remote episode can be swapped in). TRL hands the rollout one
     prompt per sample (a GRPO group is its prompt repeated), so each gets its own episode.
-    ``on_rollout(episodes, result)`` sees the played episodes (logging).
+    ``on_rollout(episodes, result, step)`` sees the played episodes (logging) and the
+    trainer's step (its ``global_step``, as the reward functions read it: TRL calls them
+    after the rollout, so the rollout cannot take the step from them).
     """
     make = make_episode or (lambda prompt, h: Episode.from_prompt(prompt, h))
 
@@ -188,7 +193,7 @@ def make_rollout_func(horizon: int, make_episode: Callable[[Any, int], Episode] 
         out = rollout_episodes(episodes, tok, generate, stops)
         out["logprobs"] = None  # no importance-sampling correction: the trainer's own model sampled
         if on_rollout is not None:
-            on_rollout(episodes, out)
+            on_rollout(episodes, out, trainer.state.global_step)
         return out
 
     return rollout_func

@@ -147,6 +147,21 @@ def test_rollout_is_deterministic_for_a_seed(tiny, tmp_path):
     assert runs[0]["logprobs"] is None and len(runs[0]["completion_ids"]) == len(prompts)
 
 
+def test_the_rollout_hook_gets_the_trainers_step(tiny, tmp_path, monkeypatch):
+    """TRL calls the reward functions after the rollout, so the episodes it logs must take
+    the step from the trainer: they were stamped with the step before."""
+    model, tok = tiny
+    trainer, inputs = grpo_trainer(model, tok, tmp_path)
+    seen = []
+    hooked = make_rollout_func(2, on_rollout=lambda episodes, out, step: seen.append((len(episodes), step)))
+    trainer.state.global_step = 7
+    hooked([x["prompt"] for x in inputs], trainer)
+    assert seen == [(4, 7)]
+    monkeypatch.setattr(T.RUN, "step", 0)  # restored after the test
+    T.RUN.log_rollout([], None, step=7)
+    assert T.RUN.step == 7
+
+
 def test_rollout_through_the_env_server_equals_the_in_process_rollout(tiny, tmp_path):
     """ENV_URL: the trainer's episodes played on `python -m lifestack.serve` give the same
     tokens, masks, turns and outcomes as in-process, for the same torch seed."""

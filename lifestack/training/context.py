@@ -138,8 +138,11 @@ class RunContext:
                 "grpo_weights": dict(self.reward_weights),
                 "task_reward": result["reward"], "task_breakdown": result["breakdown"]}
 
-    def log_rollout(self, episodes: Sequence[Episode], _outputs: Any = None) -> None:
-        """lifestack.rollout's ``on_rollout`` hook: log the rollout's episodes."""
+    def log_rollout(self, episodes: Sequence[Episode], _outputs: Any = None, step: int | None = None) -> None:
+        """lifestack.rollout's ``on_rollout`` hook: log the rollout's episodes at the
+        trainer's ``step`` (the reward functions, which set it otherwise, run after)."""
+        if step is not None:
+            self.step = step
         for episode in episodes:
             self.log_episode(episode)
 
