@@ -495,7 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_vllm(cfg)
     check_report_to(cfg)
     check_env_server(cfg)
-    init_distributed()
+    init_distributed(cpu=cfg["_PROFILE"] == "cpu")
     RUN.feedback.configure(cfg["FEEDBACK_DB"], cfg["FEEDBACK_ON_ERROR"])
     problem = open_feedback(cfg)  # a broken database stops the run here, not mid-training
     if problem:

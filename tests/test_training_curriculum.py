@@ -84,6 +84,18 @@ def test_the_history_appends_one_line_per_logged_step_with_its_stage(tmp_path):
     assert CU.mean_or_none([None, "x"]) is None and CU.mean_or_none([1, 2, None]) == 1.5
 
 
+def test_a_stages_history_written_again_replaces_its_first_copy(tmp_path):
+    """A run stopped between the history write and the stage's record resumes from the
+    stage's last checkpoint and writes the history again: it must appear once."""
+    path = tmp_path / "train_history.jsonl"
+    CU.append_history(path, 1, 1, [{"reward": 0.1, "step": 1}])
+    CU.append_history(path, 2, 2, [{"reward": 0.2, "step": 2}, {"reward": 0.3, "step": 3}])
+    CU.append_history(path, 2, 2, [{"reward": 0.2, "step": 2}, {"reward": 0.3, "step": 3}])  # the resumed end
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [(r["stage"], r["step"]) for r in rows] == [(1, 1), (2, 2), (2, 3)]
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
 @given(st.floats(-1.0, 1.0), st.sampled_from([0.6, 0.55]))
 @settings(max_examples=300, deadline=None)
 def test_the_decision_its_reason_and_the_line_show_the_one_recorded_mean(mean, threshold):

@@ -120,6 +120,7 @@ def test_push_uploads_the_folder_and_plots_and_a_failure_is_one_line(tmp_path, c
     assert names[:2] == ["create_repo", "upload_folder"]
     assert api.calls[1][1]["folder_path"] == str(out) and api.calls[1][1]["repo_id"] == "me/lifestack-grpo"
     assert "stage_*" in api.calls[1][1]["ignore_patterns"]
+    assert api.calls[1][1]["delete_patterns"] == "*"  # an earlier push's adapter files must not outlive it
     before = sorted(p.name for p in out.iterdir())
     assert not PB.push_run("me/x", out, api=Recorder(fail=True))
     err = capsys.readouterr().err.strip().splitlines()

@@ -6,6 +6,7 @@ trainer's per-step history (``train_history.jsonl``).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -87,8 +88,24 @@ def stage_line(record: dict[str, Any], advance_threshold: float) -> str:
 
 
 def append_history(path: Path, stage: int, difficulty: int, history: Sequence[dict]) -> None:
-    """Append a stage's per-step TRL log (its entries with a reward) to ``train_history.jsonl``."""
+    """Append a stage's per-step TRL log (its entries with a reward) to ``train_history.jsonl``,
+    replacing rows of that stage already there: a run stopped after this write and before
+    the stage was recorded redoes the stage's end, and its history would appear twice."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True) if path.exists() else []
+    kept = [line for line in lines if _stage_of(line) != stage]
+    if len(kept) != len(lines):  # rewritten whole, then renamed: a crash leaves the old file or the new one
+        tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        os.replace(tmp, path)
     with open(path, "a", encoding="utf-8") as fh:
         for h in history:
             fh.write(json.dumps({"stage": stage, "difficulty": difficulty, **h}) + "\n")
+
+
+def _stage_of(line: str) -> int | None:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return None
+    return row.get("stage") if isinstance(row, dict) else None

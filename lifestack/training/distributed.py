@@ -54,13 +54,21 @@ def main_process_first() -> Iterator[None]:
             barrier()
 
 
-def init_distributed() -> None:
+COLLECTIVE_TIMEOUT_S = 1800  # the Trainer's own ddp_timeout: the others wait while rank 0 evaluates and saves
+
+
+def init_distributed(cpu: bool = False) -> None:
     """Join the process group early (gloo on CPU, NCCL on GPUs) so barriers work before
-    the first trainer exists; a no-op in a single process."""
+    the first trainer exists; a no-op in a single process. ``cpu``: the CPU profile, gloo
+    even where CUDA is present. The group is made once (accelerate's PartialState is a
+    singleton, so the Trainer's ``ddp_timeout`` never reaches it): its timeout is set here,
+    or NCCL's 10 minutes would abort ranks waiting on rank 0's evaluation or final save."""
     if world_info()[1] > 1:
+        from datetime import timedelta
+
         from accelerate import PartialState
 
-        PartialState()
+        PartialState(cpu=cpu, timeout=timedelta(seconds=COLLECTIVE_TIMEOUT_S))
 
 
 def log(msg: str) -> None:

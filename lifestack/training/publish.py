@@ -31,7 +31,9 @@ def _say_failed(what: str, repo_id: str, exc: Exception) -> None:
 def push_run(repo_id: str, folder: str | Path, extra_files: Sequence[str | Path] = (), api: Any = None) -> bool:
     """Create ``repo_id`` (a model repo; kept if it exists) and upload ``folder`` (the
     final model, tokenizer and its ``README.md`` card) plus ``extra_files`` (the plots) at
-    the repo's root. Step checkpoints, stage folders and archives stay local."""
+    the repo's root, replacing what the repo held: a file left from an earlier push (a LoRA
+    adapter beside new full weights) would be loaded instead of this model. Step
+    checkpoints, stage folders and archives stay local."""
     folder = Path(folder)
     try:
         hub = _api(api)
@@ -39,6 +41,7 @@ def push_run(repo_id: str, folder: str | Path, extra_files: Sequence[str | Path]
         hub.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="model",
                           ignore_patterns=["stage_*", "stage_*/**", "previous_run_*", "previous_run_*/**",
                                            "cpu_base_model/**", "merged/**", ".final_save/**", "*.tmp*"],
+                          delete_patterns="*",  # the commit replaces the repo's files (.gitattributes kept)
                           commit_message="LifeStack GRPO: final model and card")
         for path in map(Path, extra_files):
             if path.is_file():
