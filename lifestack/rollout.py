@@ -152,8 +152,9 @@ def episode_tokens(tokenizer, horizon: int, max_new_tokens: int, scenarios: int 
     players = (heuristic, lambda _env: IDLE_ANSWER, lambda _env: "no action")
     longest = 0
     for i in range(scenarios):
+        sc = sample_scenario(seed + i, 1 + i % 5)  # an episode copies its start: one scenario serves all three
         for play in players:
-            ep = Episode.from_scenario(sample_scenario(seed + i, 1 + i % 5), horizon)
+            ep = Episode.from_scenario(sc, horizon)
             while not ep.done:
                 ep.step(play(ep.env))
             n = len(chat_ids(tokenizer, ep.messages, False))

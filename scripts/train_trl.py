@@ -48,7 +48,7 @@ from lifestack.training.run_evaluation import (  # noqa: E402
     episode_factory, evaluate_and_plot, evaluate_policy, held_out_prompts, policy_advance,
 )
 
-from lifestack.training.kl_reference import build_with_reference, grpo_start, load_checkpoint_policy  # noqa: E402
+from lifestack.training.kl_reference import build_with_reference, load_checkpoint_policy  # noqa: E402
 from lifestack.training.models import device_precision, import_unsloth, load_model, save_final, save_merged, save_model, unwrap  # noqa: E402
 from lifestack.training.publish import finish_run  # noqa: E402
 from lifestack.training.grpo_rewards import (  # noqa: E402
@@ -522,7 +522,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mid_stage = last_checkpoint(paths.checkpoints(done_stages + 1), quiet=True) if cfg["RESUME"] else None
     # the model the next stage starts from (a checkpoint inside it restores its weights; the stage's
     # on-policy prompts are played by this model before, as in the run that stopped)
-    init_from = paths.stage(done_stages) if done_stages >= 1 else grpo_start(paths) if mid_stage else None
+    init_from = paths.stage(done_stages) if done_stages >= 1 else paths.grpo_start() if mid_stage else None
     model, tokenizer = load_model(cfg, init_from)
     check_episode_length(cfg, model, tokenizer)
     if done_stages == 0 and not mid_stage:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import train_trl as T  # noqa: E402
 from script_run import isolated  # noqa: E402,F401  (autouse)
 
-from lifestack.training.kl_reference import REF, grpo_start, load_checkpoint_policy  # noqa: E402
+from lifestack.training.kl_reference import REF, load_checkpoint_policy  # noqa: E402
 from lifestack.training.models import load_model, save_model, unwrap  # noqa: E402
 from lifestack.training.run_state import RunPaths  # noqa: E402
 
@@ -74,7 +74,7 @@ def test_a_lora_models_reference_is_grpos_start_in_every_stage(tmp_path, tiny_mo
 def test_a_lora_model_without_a_warm_start_is_held_to_the_base_model(tmp_path, tiny_model_dir):
     cfg = config(tmp_path, tiny_model_dir, "--USE_LORA=True", "--BETA=0.04")
     model, tok = load_model(cfg, banner=False)
-    assert grpo_start(RunPaths.of(cfg)) is None
+    assert RunPaths.of(cfg).grpo_start() is None
     nudge(model, "lora_", seed=2)
     core = unwrap(stage_trainer(model, tok, cfg, 1).model)
     ref_b = [p for n, p in core.named_parameters() if f".{REF}." in n and "lora_B" in n]

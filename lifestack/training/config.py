@@ -117,7 +117,7 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
     need(cfg["NUM_GENERATIONS"] >= 2, "NUM_GENERATIONS", "GRPO needs at least 2 completions per prompt")
     need(cfg["PER_DEVICE_BATCH_SIZE"] >= 1, "PER_DEVICE_BATCH_SIZE", "must be at least 1")
     need(cfg["GRAD_ACCUM_STEPS"] >= 1, "GRAD_ACCUM_STEPS", "must be at least 1")
-    batch = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
+    batch = completions_per_step(cfg, world_size)
     need(batch % cfg["NUM_GENERATIONS"] == 0, "NUM_GENERATIONS",
          f"PER_DEVICE_BATCH_SIZE x GRAD_ACCUM_STEPS x processes = {batch} must be divisible by it")
     per_step = prompts_per_step(cfg, world_size)
@@ -175,11 +175,15 @@ def validate_config(cfg: dict[str, Any], world_size: int = 1) -> None:
          "PUSH_TO_HUB", "must be empty (off) or a hub repo id, owner/name")
 
 
+def completions_per_step(cfg: dict[str, Any], world_size: int = 1) -> int:
+    """The completions of one GRPO optimizer step over all processes."""
+    return cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
+
+
 def prompts_per_step(cfg: dict[str, Any], world_size: int = 1) -> int:
     """The prompts of one GRPO step, each with its NUM_GENERATIONS completions. TRL's sampler
     drops a stage's last prompts when they do not fill a step."""
-    batch = cfg["PER_DEVICE_BATCH_SIZE"] * cfg["GRAD_ACCUM_STEPS"] * world_size
-    return max(batch // cfg["NUM_GENERATIONS"], 1)
+    return max(completions_per_step(cfg, world_size) // cfg["NUM_GENERATIONS"], 1)
 
 
 def dropped_prompts(cfg: dict[str, Any], world_size: int = 1) -> int:

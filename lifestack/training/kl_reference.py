@@ -28,17 +28,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from lifestack.training.models import base_model_name, is_adapter, is_saved_model, unwrap
+from lifestack.training.models import base_model_name, is_adapter, unwrap
 from lifestack.training.run_state import RunPaths
 
 REF = "ref"  # TRL's name for a PEFT model's reference adapter
-
-
-def grpo_start(paths: RunPaths) -> Path | None:
-    """``stage_0`` when the warm start saved it (GRPO's start), else ``None``: GRPO started
-    from the base model."""
-    start = paths.stage(0)
-    return start if is_saved_model(start) else None
 
 
 def is_peft(model) -> bool:
@@ -67,6 +60,17 @@ def adapter_weights(folder: Path) -> dict[str, Any]:
     return torch.load(folder / "adapter_model.bin", map_location="cpu", weights_only=True)
 
 
+def load_adapter_weights(core, folder: Path, adapter_name: str) -> None:
+    """A saved adapter's weights into the model's adapter ``adapter_name``; ValueError when
+    the folder holds weights the model has no place for."""
+    from peft.utils import set_peft_model_state_dict
+
+    result = set_peft_model_state_dict(core, adapter_weights(folder), adapter_name=adapter_name)
+    unexpected = getattr(result, "unexpected_keys", [])
+    if unexpected:
+        raise ValueError(f"{folder}: adapter weights the model has no place for: {unexpected[:3]}")
+
+
 def set_reference_adapter(model, start: Path | None) -> None:
     """The ``"ref"`` adapter's weights set to GRPO's start: ``start``'s saved adapter, or
     with ``start`` None the base model (every ``lora_B`` of the reference zero)."""
@@ -76,12 +80,7 @@ def set_reference_adapter(model, start: Path | None) -> None:
     if start is not None:
         if not is_adapter(start):
             raise ValueError(f"{start}: GRPO's start is not a LoRA adapter, so it cannot be the LoRA model's reference")
-        from peft.utils import set_peft_model_state_dict
-
-        result = set_peft_model_state_dict(core, adapter_weights(start), adapter_name=REF)
-        unexpected = getattr(result, "unexpected_keys", [])
-        if unexpected:
-            raise ValueError(f"{start}: adapter weights the model has no place for: {unexpected[:3]}")
+        load_adapter_weights(core, start, REF)
         return
     with torch.no_grad():
         for name, param in core.named_parameters():
@@ -94,7 +93,7 @@ def build_with_reference(build: Callable[[], Any], model, cfg: dict[str, Any], p
     the trainer and what its reference is, in words. ``BETA = 0``: no reference."""
     if cfg["BETA"] == 0:
         return build(), "none (BETA = 0)"
-    start = grpo_start(paths)
+    start = paths.grpo_start()
     if is_peft(model):
         core = unwrap(model)
         if REF in core.peft_config:  # the last stage's: TRL adds it again, from the current adapter
@@ -118,6 +117,4 @@ def load_checkpoint_policy(trainer, checkpoint: str | Path | None) -> None:
     core = unwrap(trainer.model)
     if checkpoint is None or not is_peft(core) or REF not in core.peft_config or not is_adapter(checkpoint):
         return
-    from peft.utils import set_peft_model_state_dict
-
-    set_peft_model_state_dict(core, adapter_weights(Path(checkpoint)), adapter_name=core.active_adapter)
+    load_adapter_weights(core, Path(checkpoint), core.active_adapter)

@@ -21,7 +21,7 @@ from lifestack.training.decisions import decisions
 from lifestack.training.distributed import broadcast_object, is_main_process, log
 from lifestack.training.generation import generate_completions
 from lifestack.training.episode_play import FAMILIES, Played, model_player, paired, paired_line, play_episodes
-from lifestack.training.models import is_saved_model, load_model, unwrap
+from lifestack.training.models import load_model, unwrap
 from lifestack.training.plots import plot_curriculum, plot_reward_curve, plot_training_curves, success_rate
 from lifestack.training.grpo_rewards import OUTCOME_REWARD, REWARD_NAMES
 from lifestack.training.run_state import RunPaths
@@ -180,9 +180,9 @@ def evaluate_and_plot(model, tokenizer, cfg: dict[str, Any], run: RunContext,
     n, seed = cfg["N_EVAL_EPISODES"], seeds.final_evaluation(cfg["SEED"])
     core = unwrap(model)
     trained = run_episodes(core, tokenizer, cfg, n, seed, run)
-    start_dir = paths.stage(0)
+    start_dir = paths.grpo_start()
     start_label = "base model"
-    if is_saved_model(start_dir):
+    if start_dir is not None:
         # GRPO started from the warm-started model: compare with that, not with the base
         start_label = "warm-started model (GRPO's start)"
         start_model, start_tok = load_model(cfg, start_dir, banner=False, collective=False)

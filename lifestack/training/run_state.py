@@ -22,6 +22,7 @@ from lifestack.training.decisions import decisions
 from lifestack.training.distributed import barrier, is_main_process, log
 from lifestack.training.generation_log import FILE_NAME as GENERATIONS_FILE
 from lifestack.training.grpo_rewards import REWARD_NAMES
+from lifestack.training.models import is_saved_model
 
 STATE_FILE = "curriculum_state.json"
 HISTORY_FILE = "train_history.jsonl"
@@ -43,6 +44,12 @@ class RunPaths:
     @property
     def state(self) -> Path:
         return self.out / STATE_FILE
+
+    def grpo_start(self) -> Path | None:
+        """``stage_0`` when the warm start saved it (GRPO's start: the KL reference, the final
+        evaluation's comparison, a resume inside stage 1), else ``None``: the base model."""
+        start = self.stage(0)
+        return start if is_saved_model(start) else None
 
     def stage(self, n: int) -> Path:
         """The model after stage ``n`` (``stage_0``: after the warm start, GRPO's start)."""
